@@ -1,0 +1,36 @@
+"""What every stage command shares: one-line errors instead of tracebacks."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+
+class HitchhikerError(Exception):
+    """A problem with the user's input: printed as one line, exit status 2."""
+
+
+def run(main: Callable[[list[str] | None], None], argv: list[str] | None = None) -> None:
+    """Run a stage's main; turn user errors into one line on stderr and exit 2."""
+    try:
+        main(argv)
+    except HitchhikerError as err:
+        print(f"hitchhiker: error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+def parser(module_doc: str | None) -> argparse.ArgumentParser:
+    """An argparse parser whose description is the stage module's docstring."""
+    return argparse.ArgumentParser(
+        description=module_doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
+def add_config_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config",
+        required=True,
+        help="config.yaml, or an inline JSON object with the sections this stage reads "
+        "(that is how Snakemake calls it, so that a change in another section reruns nothing here)",
+    )

@@ -1,0 +1,161 @@
+"""The run configuration: one JSON schema (workflow/schemas/config.schema.yaml), one loader.
+
+Snakemake validates config.yaml with ``snakemake.utils.validate`` against the schema; the
+stage commands call :func:`load` with the same schema, so defaults and errors agree. All
+errors are one line that names the key at fault.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from jsonschema import validators
+
+from hitchhiker.cli import HitchhikerError
+
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
+
+
+@functools.cache
+def schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def _with_defaults(cls):
+    # The jsonschema FAQ recipe that snakemake.utils.validate also uses: fill defaults while
+    # validating, so a section given as {} comes back complete.
+    validate_properties = cls.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, sch):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if "default" in sub:
+                    instance.setdefault(name, json.loads(json.dumps(sub["default"])))
+        yield from validate_properties(validator, properties, instance, sch)
+
+    return validators.extend(cls, {"properties": set_defaults})
+
+
+_Validator = _with_defaults(jsonschema.Draft202012Validator)
+
+
+def _describe(err: jsonschema.ValidationError) -> str:
+    where = ".".join(str(p) for p in err.absolute_path)
+    if err.validator == "additionalProperties":
+        known = sorted(err.schema.get("properties", {}))
+        extra = sorted(set(err.instance) - set(known))
+        keys = ", ".join(f"{where}.{k}" if where else k for k in extra)
+        return f"unknown config key {keys} (known here: {', '.join(known)})"
+    if err.validator == "required":
+        return f"{where or 'config'}: {err.message}"
+    value = json.dumps(err.instance, default=str)
+    if len(value) > 60:
+        value = value[:57] + "..."
+    return f"config key {where or '(top level)'} = {value}: {err.message}"
+
+
+def validate(cfg: dict, sections: set[str] | None = None) -> dict:
+    """Validate ``cfg`` in place (filling defaults) and check cross-key rules.
+
+    ``sections`` restricts validation to a partial config, as a stage receives it.
+    """
+    sch = schema()
+    if sections is not None:
+        sch = {**sch, "required": [k for k in sch["required"] if k in sections]}
+    errors = sorted(
+        _Validator(sch, format_checker=jsonschema.FormatChecker()).iter_errors(cfg),
+        key=lambda e: (len(e.absolute_path), str(e.absolute_path)),
+    )
+    if errors:
+        raise HitchhikerError(_describe(errors[0]))
+    _check_rules(cfg)
+    return cfg
+
+
+def _date(cfg: dict, *keys: str) -> dt.date | None:
+    node: Any = cfg
+    for k in keys:
+        if not isinstance(node, dict) or k not in node:
+            return None
+        node = node[k]
+    return None if node is None else dt.date.fromisoformat(node)
+
+
+def _check_rules(cfg: dict) -> None:
+    """Rules a JSON schema cannot say: window order, embargo, batch shapes."""
+    for split in ("train", "test"):
+        start, end = _date(cfg, "states", split, "start"), _date(cfg, "states", split, "end")
+        if start and end and start > end:
+            raise HitchhikerError(
+                f"config key states.{split}: start {start} is after end {end}"
+            )
+    train_end, test_start = _date(cfg, "states", "train", "end"), _date(cfg, "states", "test", "start")
+    if train_end and test_start and test_start <= train_end:
+        raise HitchhikerError(
+            f"config key states.test.start = {test_start} must be after states.train.end = "
+            f"{train_end} (the test window must follow the train window)"
+        )
+    states = cfg.get("states", {})
+    if states.get("embargo") is not None and states["embargo"] < states.get("horizon", 1):
+        raise HitchhikerError(
+            f"config key states.embargo = {states['embargo']} is shorter than states.horizon = "
+            f"{states['horizon']}; train outcomes would overlap the test window"
+        )
+    data = cfg.get("data", {})
+    if "pairwise" in states.get("formats", []) and len(data.get("tickers", [None, None])) < 2:
+        raise HitchhikerError("config key data.tickers: pairwise states need at least 2 tickers")
+    if data.get("source") == "file" and not data.get("path"):
+        raise HitchhikerError("config key data.path is required when data.source is file")
+    rollout = cfg.get("rollout", {})
+    if rollout and rollout["temperature_eps"] >= rollout["temperature"]:
+        raise HitchhikerError(
+            f"config key rollout.temperature_eps = {rollout['temperature_eps']} must be below "
+            f"rollout.temperature = {rollout['temperature']} (temperatures must stay positive)"
+        )
+    train = cfg.get("train", {})
+    if train and rollout:
+        batch = train["per_device_batch_size"] * train["gradient_accumulation_steps"]
+        if (batch * train["num_processes"]) % rollout["samples_per_state"]:
+            raise HitchhikerError(
+                f"config key train.per_device_batch_size = {train['per_device_batch_size']}: "
+                f"per_device_batch_size x gradient_accumulation_steps x num_processes must be a "
+                f"multiple of rollout.samples_per_state = {rollout['samples_per_state']} "
+                "(whole GRPO groups per step)"
+            )
+
+
+def load(arg: str | Path, sections: set[str] | None = None) -> dict:
+    """Load a config from a YAML file path or an inline JSON object, then validate it."""
+    text = str(arg).strip()
+    if text.startswith("{"):
+        try:
+            cfg = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise HitchhikerError(f"--config: not valid JSON ({err})") from None
+    else:
+        path = Path(text)
+        if not path.is_file():
+            raise HitchhikerError(f"config file {path} does not exist")
+        try:
+            cfg = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as err:
+            raise HitchhikerError(f"config file {path} is not valid YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(cfg, dict):
+        raise HitchhikerError(f"config {text[:40]!r} is not a mapping of keys to values")
+    return validate(cfg, sections)
+
+
+def subset(cfg: dict, sections: list[str]) -> str:
+    """The JSON a Snakemake rule passes to a stage: only the sections it reads."""
+    return json.dumps({k: cfg[k] for k in sections if k in cfg}, sort_keys=True)
+
+
+def embargo(states_cfg: dict) -> int:
+    e = states_cfg.get("embargo")
+    return states_cfg["horizon"] if e is None else e

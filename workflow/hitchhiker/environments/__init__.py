@@ -1,0 +1,21 @@
+"""Environments: what is domain-specific lives behind one small interface.
+
+An environment has
+  make_states(prices, cfg, n_tokens) -> (states, outcomes)   build_states
+  parse(completion, format) -> Action                         score, evaluate
+  reward(action, forward_returns, invalid_penalty) -> float   score, evaluate
+and is chosen by the config key ``environment``. Rollout, training and the Snakefile never
+look inside one.
+"""
+
+from hitchhiker.environments.market import Action, Market
+from hitchhiker.environments.synthetic import Synthetic
+
+ENVIRONMENTS = {"market": Market, "synthetic": Synthetic}
+
+
+def get(name: str):
+    return ENVIRONMENTS[name]()
+
+
+__all__ = ["Action", "ENVIRONMENTS", "get"]

@@ -1,0 +1,132 @@
+"""Generation backends shared by rollout and evaluate: transformers (CPU/GPU) and vLLM.
+
+Both take chat-templated prompt token ids, a temperature per prompt (0 = greedy) and n
+samples per prompt, and return one row per sample with the completion's token ids, text and
+the behaviour policy's log-probability of each sampled token under the distribution it was
+sampled from (temperature applied, no top-k/top-p truncation).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import LogitsProcessor, LogitsProcessorList
+
+
+class RowTemperature(LogitsProcessor):
+    """Scale each row's logits by its own temperature and record the sampled tokens' logprobs.
+
+    transformers' ``generate`` takes one temperature per call; the design draws one per
+    state, so this processor applies it per row. It is last in the processor list, so the
+    scores it returns are the ones sampled from: at step t it sees the token chosen at
+    step t-1 (``input_ids[:, -1]``) and reads that token's logprob from the previous step.
+    """
+
+    def __init__(self, temperatures: torch.Tensor):
+        self.temps = temperatures[:, None]
+        self.prev: torch.Tensor | None = None
+        self.logps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids, scores):
+        if self.prev is not None:
+            self.logps.append(self.prev.gather(1, input_ids[:, -1:]).squeeze(1))
+        scores = scores / self.temps
+        self.prev = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, sequences: torch.Tensor) -> torch.Tensor:
+        self.logps.append(self.prev.gather(1, sequences[:, -1:]).squeeze(1))
+        return torch.stack(self.logps, dim=1)
+
+
+def _trim(ids: list[int], eos_ids: set[int]) -> tuple[list[int], str]:
+    """Completion ids up to and including the first EOS; why generation stopped."""
+    for k, t in enumerate(ids):
+        if t in eos_ids:
+            return ids[: k + 1], "eos"
+    return ids, "length"
+
+
+def transformers_generate(model, tokenizer, prompt_ids: list[list[int]], temperatures: list[float],
+                          n: int, max_new_tokens: int, batch_size: int, seed: int,
+                          desc: str = "generate") -> list[dict]:
+    """Batched sampling (temperature > 0) or greedy decoding (temperature == 0)."""
+    torch.manual_seed(seed)
+    device = model.device
+    eos = tokenizer.eos_token_id
+    eos_ids = {eos} if isinstance(eos, int) else set(eos)
+    pad = tokenizer.pad_token_id
+    order = np.argsort([len(p) for p in prompt_ids], kind="stable")
+    rows: list[dict] = []
+    for start in tqdm(range(0, len(order), batch_size), desc=desc, unit="batch"):
+        idx = order[start : start + batch_size]
+        width = max(len(prompt_ids[i]) for i in idx)
+        ids = torch.full((len(idx), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, i in enumerate(idx):  # left padding, so that generation continues each prompt
+            ids[row, width - len(prompt_ids[i]) :] = torch.tensor(prompt_ids[i])
+            mask[row, width - len(prompt_ids[i]) :] = 1
+        ids, mask = ids.repeat_interleave(n, 0).to(device), mask.repeat_interleave(n, 0).to(device)
+        temps = torch.tensor([temperatures[i] for i in idx], device=device).repeat_interleave(n)
+        greedy = bool((temps == 0).all())
+        proc = RowTemperature(torch.where(temps > 0, temps, torch.ones_like(temps)))
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=ids, attention_mask=mask, do_sample=not greedy, max_new_tokens=max_new_tokens,
+                temperature=1.0, top_k=0, top_p=1.0, logits_processor=LogitsProcessorList([proc]),
+                pad_token_id=pad, eos_token_id=list(eos_ids),
+            )
+        gen = out[:, width:]
+        logps = proc.finish(out).cpu()
+        gen = gen.cpu()
+        for row in range(gen.shape[0]):
+            comp, finish = _trim(gen[row].tolist(), eos_ids)
+            i = idx[row // n]
+            rows.append(dict(prompt_index=int(i), sample_idx=row % n, temperature=float(temperatures[i]),
+                             prompt_ids=list(prompt_ids[i]), completion_ids=comp,
+                             logprobs=logps[row, : len(comp)].tolist(), finish=finish))
+    for r in rows:
+        r["completion"] = tokenizer.decode(r["completion_ids"], skip_special_tokens=True)
+    return sorted(rows, key=lambda r: (r["prompt_index"], r["sample_idx"]))
+
+
+def from_vllm_outputs(request_outputs, temperatures: list[float]) -> list[dict]:
+    """Rows from vLLM ``RequestOutput`` objects (one per prompt, in prompt order).
+
+    Reads ``.prompt_token_ids`` and, per ``.outputs[k]`` (a ``CompletionOutput``),
+    ``.token_ids``, ``.text``, ``.finish_reason`` and ``.logprobs`` (one dict per token,
+    token id -> ``Logprob`` with ``.logprob``).
+    """
+    rows = []
+    for i, req in enumerate(request_outputs):
+        for k, comp in enumerate(req.outputs):
+            ids = list(comp.token_ids)
+            if comp.logprobs is None or len(comp.logprobs) != len(ids):
+                raise ValueError("vLLM returned no logprob per sampled token; SamplingParams(logprobs=0) is required")
+            logps = [float(step[t].logprob) for step, t in zip(comp.logprobs, ids, strict=True)]
+            rows.append(dict(prompt_index=i, sample_idx=k, temperature=float(temperatures[i]),
+                             prompt_ids=list(req.prompt_token_ids), completion_ids=ids, logprobs=logps,
+                             finish="eos" if comp.finish_reason == "stop" else "length",
+                             completion=comp.text))
+    return rows
+
+
+def vllm_generate(model_ref: str, prompt_ids: list[list[int]], temperatures: list[float], n: int,
+                  max_new_tokens: int, seed: int, tensor_parallel_size: int,
+                  trust_remote_code: bool) -> list[dict]:
+    """Sample with vLLM: one engine, tensor parallel over the node's GPUs."""
+    try:
+        from vllm import LLM, SamplingParams
+    except ImportError:
+        from hitchhiker.cli import HitchhikerError
+
+        raise HitchhikerError("config key rollout.backend = vllm but vllm is not installed: pip install -e '.[vllm]'") from None
+    # processed_logprobs: logprobs of the distribution sampled from (after temperature),
+    # the same quantity the transformers backend records.
+    llm = LLM(model=model_ref, tensor_parallel_size=tensor_parallel_size, seed=seed,
+              trust_remote_code=trust_remote_code, logprobs_mode="processed_logprobs")
+    params = [SamplingParams(n=n if t > 0 else 1, temperature=t, top_p=1.0, top_k=-1, max_tokens=max_new_tokens,
+                             seed=seed + i, logprobs=0) for i, t in enumerate(temperatures)]
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompt_ids], sampling_params=params)
+    return from_vllm_outputs(outs, temperatures)

@@ -1,0 +1,163 @@
+"""grpo_train: train policy r with TRL's GRPOTrainer on round r's replayed rollouts.
+
+TRL owns the objective (loss variants, KL, clipping, logging, PEFT, DeepSpeed). We replay
+the replay buffer through TRL's ``rollout_func`` hook: the dataset holds one row per
+state (its state_id as the "prompt"), TRL's sampler repeats each row B = num_generations
+times, and the rollout function hands back the stored prompt ids, completion ids and
+behaviour logprobs of those B samples; the stored environment reward is the reward
+function. The B samples of a state are one GRPO group.
+
+Usage (Snakemake runs the same line):
+  accelerate launch --num_processes 1 -m hitchhiker.grpo_train --config config.yaml --round 1 \\
+      --buffer results/default/buffer/round_1.duckdb --policy results/default/policy/round_0 \\
+      --out results/default/policy/round_1
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import torch
+
+from hitchhiker import artifacts, cli, config, policy
+
+SECTIONS = ["run", "seed", "model", "rollout", "train"]
+
+
+def replay(buffer: str, run: str, round_: int) -> pd.DataFrame:
+    """Round ``round_``'s samples with their rewards, ordered by state and sample index."""
+    with duckdb.connect(buffer, read_only=True) as con:
+        return con.execute(
+            """SELECT r.state_id, r.sample_idx, r.prompt_ids, r.completion_ids, r.logprobs, s.reward
+               FROM rollouts r JOIN scores s USING (run, round, state_id, sample_idx)
+               WHERE r.run = ? AND r.round = ? ORDER BY r.state_id, r.sample_idx""",
+            [run, round_],
+        ).df()
+
+
+def replay_rollout_func(samples: pd.DataFrame, group_size: int):
+    """TRL rollout_func returning stored samples instead of generating.
+
+    TRL passes this process's slice of the generation batch: each state_id repeated
+    ``group_size`` times in a row, groups aligned to the start of the global batch, and the
+    slices of the processes laid end to end. The position in the global batch therefore
+    gives the sample index within the group.
+    """
+    table = {(sid, int(k)): row for sid, k, row in zip(samples.state_id, samples.sample_idx,
+                                                       samples.itertuples(index=False), strict=True)}
+
+    def rollout_func(prompts: list[str], trainer) -> dict:
+        offset = trainer.accelerator.process_index * len(prompts)
+        rows = []
+        for i, sid in enumerate(prompts):
+            pos = offset + i
+            first = i - pos % group_size  # where this group starts in the slice
+            if first >= 0 and prompts[first] != sid:
+                raise RuntimeError(f"GRPO group misaligned at position {pos}: {prompts[first]} vs {sid}")
+            rows.append(table[(sid, pos % group_size)])
+        return {
+            "prompt_ids": [list(r.prompt_ids) for r in rows],
+            "completion_ids": [list(r.completion_ids) for r in rows],
+            "logprobs": [list(r.logprobs) for r in rows],
+            "env_reward": [float(r.reward) for r in rows],
+        }
+
+    return rollout_func
+
+
+def environment_reward(prompts, completions, env_reward, **kwargs) -> list[float]:
+    """The reward the environment paid for each stored completion (computed by score)."""
+    return list(env_reward)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = cli.parser(__doc__)
+    cli.add_config_arg(p)
+    p.add_argument("--round", type=int, required=True)
+    p.add_argument("--buffer", required=True, help="replay buffer (DuckDB) holding round r")
+    p.add_argument("--policy", required=True, help="policy directory of round r-1 (the starting point)")
+    p.add_argument("--out", required=True, help="policy directory of round r to write")
+    args = p.parse_args(argv)
+    cfg = config.load(args.config, set(SECTIONS))
+    tr, ro = cfg["train"], cfg["rollout"]
+    group = ro["samples_per_state"]
+    samples = replay(args.buffer, cfg["run"], args.round)
+    if samples.empty:
+        raise cli.HitchhikerError(f"buffer {args.buffer} holds no scored samples of round {args.round}")
+    sizes = samples.groupby("state_id").size()
+    if (sizes != group).any():
+        raise cli.HitchhikerError(
+            f"buffer {args.buffer}: state {sizes[sizes != group].index[0]} has {sizes[sizes != group].iloc[0]} "
+            f"samples in round {args.round}, rollout.samples_per_state is {group}"
+        )
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM
+    from trl import GRPOConfig, GRPOTrainer
+
+    tok = policy.load_tokenizer(args.policy, cfg["model"])
+    dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16,
+             "float16": torch.float16}[cfg["model"]["dtype"]]
+    model = AutoModelForCausalLM.from_pretrained(policy.model_ref(args.policy), dtype=dtype,
+                                                 trust_remote_code=cfg["model"]["trust_remote_code"])
+    lora = tr["lora"]
+    peft_config = LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
+                             target_modules=lora["target_modules"], task_type="CAUSAL_LM") if lora["enabled"] else None
+    out = Path(args.out)
+    work = out.parent / f".{out.name}.trainer"
+    args_trl = GRPOConfig(
+        output_dir=str(work),
+        per_device_train_batch_size=tr["per_device_batch_size"],
+        gradient_accumulation_steps=tr["gradient_accumulation_steps"],
+        num_generations=group,
+        num_train_epochs=tr["epochs"],
+        learning_rate=tr["learning_rate"],
+        beta=tr["beta"],
+        loss_type=tr["loss_type"],
+        scale_rewards=tr["scale_rewards"],
+        temperature=ro["temperature"],
+        max_completion_length=ro["max_new_tokens"],
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        seed=cfg["seed"] + args.round,
+        data_seed=cfg["seed"] + args.round,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=dtype == torch.bfloat16,
+        disable_tqdm=False,
+    )
+    dataset = Dataset.from_dict({"prompt": sorted(sizes.index)})
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=environment_reward,
+        args=args_trl,
+        train_dataset=dataset,
+        processing_class=tok,
+        peft_config=peft_config,
+        rollout_func=replay_rollout_func(samples, group),
+    )
+    trainer.train()
+
+    if trainer.accelerator.is_main_process:
+        with artifacts.atomic_path(out, is_dir=True) as tmp:
+            trained = trainer.accelerator.unwrap_model(trainer.model)
+            if peft_config is not None:
+                trained.save_pretrained(tmp / "adapter")
+                trained = trained.merge_and_unload()
+            trained.save_pretrained(tmp / "model")
+            tok.save_pretrained(tmp / "model")
+            policy.write_spec(tmp, "model", args.round)
+            history = pd.DataFrame(trainer.state.log_history)
+            history.to_csv(tmp / "train_log.csv", index=False)
+        print(f"grpo_train: round {args.round}, {len(sizes)} groups x {group}, "
+              f"{trainer.state.global_step} steps -> {args.out}")
+    trainer.accelerator.wait_for_everyone()
+
+
+if __name__ == "__main__":
+    cli.run(main)

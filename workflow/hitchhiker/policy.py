@@ -1,0 +1,130 @@
+"""Policies on disk: a directory with ``policy.json`` naming the weights to load.
+
+``policy.json`` = {"model": <dir relative to the policy dir, or a hub id>, "round": r}.
+Round 0 is the base model; round r is written by grpo_train. Every stage loads a policy
+with :func:`load`, the same way for the tiny model, a local directory or a hub id such as
+meta-llama/Llama-3.2-3B-Instruct.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from hitchhiker.cli import HitchhikerError
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+SPECIAL = ["<|pad|>", "<|unk|>", "<|end|>", "<|user|>", "<|assistant|>", "<|system|>"]
+
+
+def model_ref(policy_dir: str | Path) -> str:
+    """The path or hub id that ``from_pretrained`` should load for a policy directory."""
+    policy_dir = Path(policy_dir)
+    spec_path = policy_dir / "policy.json"
+    if not spec_path.is_file():
+        raise HitchhikerError(f"policy {policy_dir}: no policy.json (not a policy directory)")
+    ref = json.loads(spec_path.read_text())["model"]
+    local = policy_dir / ref
+    return str(local) if local.exists() else ref
+
+
+def write_spec(policy_dir: Path, model: str, round_: int) -> None:
+    (policy_dir / "policy.json").write_text(json.dumps({"model": model, "round": round_}, indent=2) + "\n")
+
+
+def load_tokenizer(policy_dir: str | Path, model_cfg: dict):
+    from transformers import AutoTokenizer
+
+    ref = model_ref(policy_dir)
+    try:
+        tok = AutoTokenizer.from_pretrained(ref, trust_remote_code=model_cfg["trust_remote_code"])
+    except OSError as err:
+        raise HitchhikerError(f"model {ref}: cannot load its tokenizer ({str(err).splitlines()[0]})") from None
+    if not tok.chat_template:
+        raise HitchhikerError(f"model {ref}: its tokenizer has no chat template (an instruct model is needed)")
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load(policy_dir: str | Path, model_cfg: dict, device: str | None = None):
+    """(model, tokenizer) of a policy, in eval mode, on ``device`` (default: cuda if present)."""
+    from transformers import AutoModelForCausalLM
+
+    tok = load_tokenizer(policy_dir, model_cfg)
+    ref = model_ref(policy_dir)
+    dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16,
+             "float16": torch.float16}[model_cfg["dtype"]]
+    model = AutoModelForCausalLM.from_pretrained(
+        ref, dtype=dtype, trust_remote_code=model_cfg["trust_remote_code"]
+    )
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return model.to(device).eval(), tok
+
+
+def chat(tokenizer, user_message: str) -> str:
+    """The prompt text the model sees: the chat template with the generation prompt."""
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": user_message}], add_generation_prompt=True, tokenize=False
+    )
+
+
+def _corpus(tickers: list[str], seed: int, n: int = 400) -> list[str]:
+    from hitchhiker.environments import market
+
+    rng = np.random.default_rng(seed)
+    texts = []
+    for k in range(n):
+        fmt = "pairwise" if k % 2 else "elementwise"
+        names = list(rng.choice(tickers, size=2 if fmt == "pairwise" else 1))
+        rets = rng.normal(0, 0.015, size=(len(names), 10))
+        texts.append(market.render(fmt, names, rets, int(rng.integers(1, 21))))
+        action = rng.choice(market.ACTIONS[fmt])
+        texts.append(f"{action} because the recent returns are {rng.choice(['higher', 'lower'])}.")
+    return texts
+
+
+def build_tiny(out_dir: Path, model_cfg: dict, tickers: list[str], seed: int) -> None:
+    """A small random-init LlamaForCausalLM with a BPE tokenizer trained here, in HF format."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    tiny = model_cfg["tiny"]
+    if tiny["hidden_size"] % tiny["num_heads"]:
+        raise HitchhikerError(
+            f"config key model.tiny.hidden_size = {tiny['hidden_size']} is not a multiple of "
+            f"model.tiny.num_heads = {tiny['num_heads']}"
+        )
+    core = Tokenizer(models.BPE(unk_token="<|unk|>"))
+    core.pre_tokenizer = pre_tokenizers.Metaspace()
+    core.decoder = decoders.Metaspace()
+    alphabet = [chr(c) for c in range(32, 127)] + ["\n", "▁"]
+    trainer = trainers.BpeTrainer(vocab_size=tiny["vocab_size"], special_tokens=SPECIAL,
+                                  initial_alphabet=alphabet, show_progress=False)
+    core.train_from_iterator(_corpus(tickers, seed), trainer=trainer)
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<|pad|>", unk_token="<|unk|>",
+                                  eos_token="<|end|>", bos_token=None)
+    tok.chat_template = CHAT_TEMPLATE
+
+    torch.manual_seed(seed)
+    heads = tiny["num_heads"]
+    cfg = LlamaConfig(
+        vocab_size=len(tok), hidden_size=tiny["hidden_size"], intermediate_size=2 * tiny["hidden_size"],
+        num_hidden_layers=tiny["num_layers"], num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2), max_position_embeddings=2048,
+        pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=None,
+        tie_word_embeddings=True,
+    )
+    model = LlamaForCausalLM(cfg)
+    model.generation_config = GenerationConfig(
+        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, do_sample=True,
+        top_k=0, top_p=1.0, temperature=1.0,
+    )
+    model.save_pretrained(out_dir / "model")
+    tok.save_pretrained(out_dir / "model")

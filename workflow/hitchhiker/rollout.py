@@ -1,0 +1,71 @@
+"""rollout: sample B completions per train state with the policy of the previous round.
+
+Round r draws rollout.states_per_round train states (a fresh seeded draw per round) and
+rolls them out with policy round r-1; each state's temperature is drawn uniformly from
+[temperature - eps, temperature + eps]. Each row keeps the prompt and completion token
+ids and the behaviour policy's per-token logprobs, which grpo_train replays.
+
+Usage:
+  python -m hitchhiker.rollout --config config.yaml --round 1 \\
+      --states results/default/states.parquet --policy results/default/policy/round_0 \\
+      --out results/default/rollouts/round_1.parquet
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hitchhiker import artifacts, cli, config, generation, policy
+
+SECTIONS = ["run", "seed", "model", "rollout"]
+
+
+def sample(states: pd.DataFrame, policy_dir: str, cfg: dict, temperatures: np.ndarray, n: int,
+           seed: int, desc: str) -> pd.DataFrame:
+    """Generate ``n`` completions per state (temperature 0 = greedy); one row per sample."""
+    ro, model_cfg = cfg["rollout"], cfg["model"]
+    tok = policy.load_tokenizer(policy_dir, model_cfg)
+    prompt_ids = [tok(policy.chat(tok, p), add_special_tokens=False).input_ids for p in states["prompt"]]
+    if ro["backend"] == "vllm":
+        rows = generation.vllm_generate(policy.model_ref(policy_dir), prompt_ids, list(temperatures), n,
+                                        ro["max_new_tokens"], seed, ro["tensor_parallel_size"],
+                                        model_cfg["trust_remote_code"])
+    else:
+        model, tok = policy.load(policy_dir, model_cfg)
+        rows = generation.transformers_generate(model, tok, prompt_ids, list(temperatures), n,
+                                                ro["max_new_tokens"], ro["batch_size"], seed, desc)
+    out = pd.DataFrame(rows)
+    out.insert(0, "state_id", states["state_id"].to_numpy()[out.pop("prompt_index")])
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = cli.parser(__doc__)
+    cli.add_config_arg(p)
+    p.add_argument("--round", type=int, required=True, help="round r >= 1 (rolls out policy r-1)")
+    p.add_argument("--states", required=True)
+    p.add_argument("--policy", required=True, help="policy directory of round r-1")
+    p.add_argument("--out", required=True, help="Parquet to write")
+    args = p.parse_args(argv)
+    cfg = config.load(args.config, set(SECTIONS))
+    if args.round < 1:
+        raise cli.HitchhikerError(f"--round {args.round}: rounds start at 1")
+    ro = cfg["rollout"]
+    rng = np.random.default_rng([cfg["seed"], args.round])
+    train = pd.read_parquet(args.states).query("split == 'train'").reset_index(drop=True)
+    pick = np.sort(rng.permutation(len(train))[: ro["states_per_round"]])
+    train = train.iloc[pick].reset_index(drop=True)
+    eps = ro["temperature_eps"]
+    temps = rng.uniform(ro["temperature"] - eps, ro["temperature"] + eps, size=len(train))
+    out = sample(train, args.policy, cfg, temps, ro["samples_per_state"], cfg["seed"] + args.round,
+                 f"rollout round {args.round}")
+    out.insert(1, "round", args.round)
+    out["policy"] = policy.model_ref(args.policy)
+    artifacts.write_parquet(out, args.out)
+    print(f"rollout: round {args.round}, {len(train)} states x {ro['samples_per_state']} samples, "
+          f"{(out.finish == 'eos').mean():.0%} ended with EOS -> {args.out}")
+
+
+if __name__ == "__main__":
+    cli.run(main)

@@ -1,0 +1,36 @@
+import sys
+
+from snakemake.utils import validate
+
+from hitchhiker import config as hh_config
+from hitchhiker.cli import HitchhikerError
+from hitchhiker.fetch_prices import available_tickers
+
+# Our validator first: same schema, but a one-line message naming the key at fault and the
+# cross-key rules (window order, embargo, batch shapes) that JSON schema cannot express.
+try:
+    hh_config.validate(config)
+    _have = available_tickers(config["data"])
+    if _have is not None and set(config["data"]["tickers"]) - _have:
+        _bad = ", ".join(sorted(set(config["data"]["tickers"]) - _have))
+        raise HitchhikerError(f"config key data.tickers: {_bad} not in the {config['data']['source']} source")
+except HitchhikerError as err:
+    sys.exit(f"hitchhiker: error: {err}")
+validate(config, "../schemas/config.schema.yaml")
+
+RESULTS = f"results/{config['run']}"
+ROUNDS = list(range(1, config["rounds"] + 1))
+
+
+wildcard_constraints:
+    r="[1-9][0-9]*",
+    e="[0-9]+",
+
+
+def cfg(*sections):
+    """The config sections a stage reads, as the JSON its --config takes (quote with :q)."""
+    return hh_config.subset(config, ["run", *sections])
+
+
+def policy(r):
+    return f"{RESULTS}/policy/round_{r}"

@@ -1,0 +1,55 @@
+localrules:
+    fetch_prices,
+
+
+rule fetch_prices:
+    input:
+        **({"sample": "data/sp500_dataset.csv.gz"} if config["data"]["source"] == "sample" else {}),
+        **({"file": config["data"]["path"]} if config["data"]["source"] == "file" else {}),
+    output:
+        f"{RESULTS}/prices.parquet",
+    params:
+        cfg=cfg("data", "states"),
+    log:
+        f"{RESULTS}/logs/fetch_prices.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/fetch_prices.tsv"
+    conda:
+        "../../envs/data.yaml"
+    shell:
+        "python -m hitchhiker.fetch_prices --config {params.cfg:q} --out {output:q} 2>&1 | tee {log:q}"
+
+
+rule base_model:
+    output:
+        directory(policy(0)),
+    params:
+        cfg=cfg("seed", "data", "model"),
+    log:
+        f"{RESULTS}/logs/base_model.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/base_model.tsv"
+    conda:
+        "../../envs/train.yaml"
+    shell:
+        "python -m hitchhiker.base_model --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule build_states:
+    input:
+        prices=f"{RESULTS}/prices.parquet",
+        policy=policy(0),
+    output:
+        states=f"{RESULTS}/states.parquet",
+        outcomes=f"{RESULTS}/outcomes.parquet",
+    params:
+        cfg=cfg("seed", "environment", "data", "states", "model"),
+    log:
+        f"{RESULTS}/logs/build_states.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/build_states.tsv"
+    conda:
+        "../../envs/data.yaml"
+    shell:
+        "python -m hitchhiker.build_states --config {params.cfg:q} --prices {input.prices:q}"
+        " --policy {input.policy:q} --states {output.states:q} --outcomes {output.outcomes:q} > {log:q} 2>&1"

@@ -1,0 +1,40 @@
+rule evaluate:
+    input:
+        states=f"{RESULTS}/states.parquet",
+        outcomes=f"{RESULTS}/outcomes.parquet",
+        policy=lambda w: policy(int(w.e)),
+    output:
+        predictions=f"{RESULTS}/eval/round_{{e}}/predictions.parquet",
+        metrics=f"{RESULTS}/eval/round_{{e}}/metrics.json",
+    params:
+        cfg=cfg("seed", "environment", "model", "rollout", "reward", "evaluate"),
+    log:
+        f"{RESULTS}/logs/evaluate_round_{{e}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/evaluate_round_{{e}}.tsv"
+    conda:
+        "../../envs/evaluate.yaml"
+    shell:
+        "python -m hitchhiker.evaluate --config {params.cfg:q} --round {wildcards.e} --states {input.states:q}"
+        " --outcomes {input.outcomes:q} --policy {input.policy:q} --predictions {output.predictions:q}"
+        " --metrics {output.metrics:q} > {log:q} 2>&1"
+
+
+rule summarize:
+    input:
+        predictions=expand(f"{RESULTS}/eval/round_{{e}}/predictions.parquet", e=[0, *ROUNDS]),
+        metrics=expand(f"{RESULTS}/eval/round_{{e}}/metrics.json", e=[0, *ROUNDS]),
+    output:
+        json=f"{RESULTS}/metrics.json",
+        plot=report(
+            f"{RESULTS}/learning_curve.png",
+            caption="../report/learning_curve.rst",
+            category="Evaluation",
+        ),
+    log:
+        f"{RESULTS}/logs/summarize.log",
+    conda:
+        "../../envs/evaluate.yaml"
+    shell:
+        "python -m hitchhiker.summarize --predictions {input.predictions:q} --metrics {input.metrics:q}"
+        " --out-json {output.json:q} --out-plot {output.plot:q} 2>&1 | tee {log:q}"

@@ -1,0 +1,39 @@
+rule rollout:
+    input:
+        states=f"{RESULTS}/states.parquet",
+        policy=lambda w: policy(int(w.r) - 1),
+    output:
+        f"{RESULTS}/rollouts/round_{{r}}.parquet",
+    params:
+        cfg=cfg("seed", "model", "rollout"),
+    log:
+        f"{RESULTS}/logs/rollout_round_{{r}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/rollout_round_{{r}}.tsv"
+    conda:
+        "../../envs/rollout.yaml"
+    shell:
+        "python -m hitchhiker.rollout --config {params.cfg:q} --round {wildcards.r} --states {input.states:q}"
+        " --policy {input.policy:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule score:
+    input:
+        rollouts=f"{RESULTS}/rollouts/round_{{r}}.parquet",
+        states=f"{RESULTS}/states.parquet",
+        outcomes=f"{RESULTS}/outcomes.parquet",
+        previous=lambda w: [f"{RESULTS}/buffer/round_{int(w.r) - 1}.duckdb"] if int(w.r) > 1 else [],
+    output:
+        f"{RESULTS}/buffer/round_{{r}}.duckdb",
+    params:
+        cfg=cfg("environment", "reward"),
+        previous=lambda w, input: f"--previous {input.previous[0]}" if input.previous else "",
+    log:
+        f"{RESULTS}/logs/score_round_{{r}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/score_round_{{r}}.tsv"
+    conda:
+        "../../envs/data.yaml"
+    shell:
+        "python -m hitchhiker.score --config {params.cfg:q} --round {wildcards.r} --rollouts {input.rollouts:q}"
+        " --states {input.states:q} --outcomes {input.outcomes:q} {params.previous} --out {output:q} > {log:q} 2>&1"

@@ -1,0 +1,19 @@
+rule grpo_train:
+    input:
+        buffer=f"{RESULTS}/buffer/round_{{r}}.duckdb",
+        policy=lambda w: policy(int(w.r) - 1),
+    output:
+        directory(f"{RESULTS}/policy/round_{{r}}"),
+    params:
+        cfg=cfg("seed", "model", "rollout", "train"),
+        nproc=config["train"]["num_processes"],
+    log:
+        f"{RESULTS}/logs/grpo_train_round_{{r}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/grpo_train_round_{{r}}.tsv"
+    conda:
+        "../../envs/train.yaml"
+    shell:
+        "accelerate launch --num_processes {params.nproc} --num_machines 1 --mixed_precision no"
+        " --dynamo_backend no -m hitchhiker.grpo_train --config {params.cfg:q} --round {wildcards.r}"
+        " --buffer {input.buffer:q} --policy {input.policy:q} --out {output:q} > {log:q} 2>&1"
