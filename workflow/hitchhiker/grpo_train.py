@@ -16,6 +16,7 @@ Usage (Snakemake runs the same line):
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -154,6 +155,7 @@ def main(argv: list[str] | None = None) -> None:
             policy.write_spec(tmp, "model", args.round)
             history = pd.DataFrame(trainer.state.log_history)
             history.to_csv(tmp / "train_log.csv", index=False)
+        shutil.rmtree(work, ignore_errors=True)
         print(f"grpo_train: round {args.round}, {len(sizes)} groups x {group}, "
               f"{trainer.state.global_step} steps -> {args.out}")
     trainer.accelerator.wait_for_everyone()

@@ -1,0 +1,72 @@
+"""Shared helpers: a tiny config and a way to run the real stage commands."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TINY = {
+    "run": "tiny",
+    "seed": 0,
+    "rounds": 1,
+    "data": {"source": "sample", "tickers": ["AAPL", "MSFT", "KO"]},
+    "states": {
+        "formats": ["pairwise", "elementwise"],
+        "horizon": 5,
+        "window": 5,
+        "stride": 10,
+        "train": {"start": "2016-01-01", "end": "2018-12-31", "max_states": 24},
+        "test": {"start": "2019-03-01", "end": "2019-12-31", "max_states": 12},
+    },
+    "model": {"name_or_path": "tiny", "tiny": {"hidden_size": 32, "num_layers": 1, "num_heads": 2}},
+    "rollout": {"samples_per_state": 4, "states_per_round": 8, "max_new_tokens": 6, "batch_size": 8},
+    "train": {"per_device_batch_size": 8, "epochs": 1, "learning_rate": 0.01, "lora": {"enabled": True, "r": 4, "alpha": 8}},
+    "evaluate": {"max_states": 6, "samples_per_state": 2},
+}
+
+
+def tiny_config(**overrides) -> dict:
+    """The tiny config with nested overrides: tiny_config(rollout={"samples_per_state": 2})."""
+    cfg = copy.deepcopy(TINY)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+            cfg[key] = {**cfg[key], **value}
+        else:
+            cfg[key] = value
+    return cfg
+
+
+def write_config(path: Path, cfg: dict) -> Path:
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def run(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    """Run a command as a user would; return the completed process (text output)."""
+    proc = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def stage(name: str, *args, check: bool = True) -> subprocess.CompletedProcess:
+    return run(sys.executable, "-m", f"hitchhiker.{name}", *args, check=check)
+
+
+@pytest.fixture(scope="session")
+def base_run(tmp_path_factory):
+    """fetch_prices -> base_model -> build_states on the tiny config, shared by tests."""
+    d = tmp_path_factory.mktemp("base")
+    cfg = write_config(d / "config.yaml", tiny_config())
+    stage("fetch_prices", "--config", cfg, "--out", d / "prices.parquet")
+    stage("base_model", "--config", cfg, "--out", d / "policy" / "round_0")
+    stage("build_states", "--config", cfg, "--prices", d / "prices.parquet", "--policy", d / "policy" / "round_0",
+          "--states", d / "states.parquet", "--outcomes", d / "outcomes.parquet")
+    return d

@@ -1,0 +1,66 @@
+"""Config validation: defaults, and one-line errors that name the key at fault."""
+
+import copy
+
+import pytest
+
+from conftest import ROOT, stage, tiny_config, write_config
+from hitchhiker import config
+from hitchhiker.cli import HitchhikerError
+
+
+def test_default_config_validates_and_fills_defaults():
+    cfg = config.load(ROOT / "config.yaml")
+    assert cfg["rollout"]["temperature"] == 0.7
+    assert cfg["train"]["lora"]["target_modules"] == "all-linear"
+    assert cfg["model"]["trust_remote_code"] is False
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda c: c["rollout"].update(tempreature=0.5), "unknown config key rollout.tempreature"),
+        (lambda c: c.update(rouns=2), "unknown config key rouns"),
+        (lambda c: c["rollout"].update(samples_per_state="4"), "rollout.samples_per_state"),
+        (lambda c: c["rollout"].update(samples_per_state=1), "rollout.samples_per_state"),
+        (lambda c: c["states"].update(horizon=0), "states.horizon"),
+        (lambda c: c.update(rounds=0), "rounds"),
+        (lambda c: c["data"].update(tickers=[]), "data.tickers"),
+        (lambda c: c["data"].update(tickers=["AAPL"]), "pairwise states need at least 2 tickers"),
+        (lambda c: c["states"]["train"].update(start="2019-01-01", end="2018-01-01"), "states.train: start"),
+        (lambda c: c["states"]["test"].update(start="2015-01-01", end="2015-12-31"), "states.test.start"),
+        (lambda c: c["states"]["test"].update(start="2019-13-01"), "states.test.start"),
+        (lambda c: c["states"].update(embargo=2), "states.embargo"),
+        (lambda c: c["rollout"].update(temperature_eps=0.8), "rollout.temperature_eps"),
+        (lambda c: c["train"].update(per_device_batch_size=6), "train.per_device_batch_size"),
+        (lambda c: c.update(run="../escape"), "config key run"),
+        (lambda c: c["data"].update(tickers=["AAPL", "MSFT; rm -rf /"]), "data.tickers"),
+    ],
+)
+def test_bad_config_is_one_line_naming_the_key(mutate, message):
+    cfg = copy.deepcopy(tiny_config())
+    mutate(cfg)
+    with pytest.raises(HitchhikerError) as err:
+        config.validate(cfg)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_stage_command_reports_bad_config_in_one_line_and_writes_nothing(tmp_path):
+    cfg = tiny_config()
+    cfg["states"]["windw"] = 3
+    path = write_config(tmp_path / "config.yaml", cfg)
+    proc = stage("fetch_prices", "--config", path, "--out", tmp_path / "prices.parquet", check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        proc.stderr.strip()
+    ] and "unknown config key states.windw" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "prices.parquet").exists()
+
+
+def test_unknown_ticker_is_named(tmp_path):
+    path = write_config(tmp_path / "config.yaml", tiny_config(data={"source": "sample", "tickers": ["AAPL", "NOPE"]}))
+    proc = stage("fetch_prices", "--config", path, "--out", tmp_path / "p.parquet", check=False)
+    assert proc.returncode == 2 and "NOPE not in the sample source" in proc.stderr
+    assert not (tmp_path / "p.parquet").exists()
