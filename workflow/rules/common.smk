@@ -4,7 +4,7 @@ from snakemake.utils import validate
 
 from hitchhiker import config as hh_config
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.fetch_prices import available_tickers
+from hitchhiker.fetch_prices import SAMPLE, available_tickers
 
 # Our validator first: same schema, but a one-line message naming the key at fault and the
 # cross-key rules (window order, embargo, batch shapes) that JSON schema cannot express.

@@ -4,7 +4,7 @@ localrules:
 
 rule fetch_prices:
     input:
-        **({"sample": "data/sp500_dataset.csv.gz"} if config["data"]["source"] == "sample" else {}),
+        **({"sample": SAMPLE} if config["data"]["source"] == "sample" else {}),
         **({"file": config["data"]["path"]} if config["data"]["source"] == "file" else {}),
     output:
         f"{RESULTS}/prices.parquet",

@@ -17,7 +17,7 @@ import pandas as pd
 from hitchhiker.environments.market import Market
 
 PHI = 0.9
-VOL = 0.01
+VOL = 0.003
 
 
 class Synthetic(Market):

@@ -1,0 +1,137 @@
+"""End to end: the real Snakemake DAG on a tiny config, every artifact checked by content."""
+
+import json
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import ROOT, run, tiny_config, write_config
+from hitchhiker.environments import market
+
+CFG = tiny_config(rounds=2)
+
+
+def snakemake(workdir, *args, check=True):
+    return run("snakemake", "-s", ROOT / "Snakefile", "--configfile", workdir / "config.yaml", "--cores", "2",
+               *args, cwd=workdir, check=check)
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pipeline")
+    write_config(d / "config.yaml", CFG)
+    snakemake(d)
+    return d, d / "results" / "tiny"
+
+
+def test_prices_are_the_configured_universe(pipeline):
+    _, res = pipeline
+    prices = pd.read_parquet(res / "prices.parquet")
+    assert list(prices.columns) == ["date", "ticker", "close"]
+    assert set(prices.ticker) == set(CFG["data"]["tickers"])
+    assert (prices.close > 0).all() and not prices.duplicated(["date", "ticker"]).any()
+    assert prices.date.is_monotonic_increasing
+
+
+def test_states_and_outcomes(pipeline):
+    _, res = pipeline
+    states, outcomes = pd.read_parquet(res / "states.parquet"), pd.read_parquet(res / "outcomes.parquet")
+    assert states.state_id.is_unique and set(states.state_id) == set(outcomes.state_id)
+    counts = states.groupby(["split", "format"]).size()
+    assert counts[("train", "pairwise")] == 24 and counts[("test", "elementwise")] == 12
+    assert states[states.split == "train"].date.max() < states[states.split == "test"].date.min()
+    assert (states.date >= "2016-01-01").all() and (states.date <= "2019-12-31").all()
+    assert "forward_returns" not in states.columns and "outcome_date" not in states.columns
+    for row in states.itertuples():
+        assert all(t in row.prompt for t in row.tickers)
+        assert row.prompt_tokens <= 384
+
+
+def test_rollouts_record_groups_temperatures_and_logprobs(pipeline):
+    _, res = pipeline
+    for r in (1, 2):
+        ro = pd.read_parquet(res / "rollouts" / f"round_{r}.parquet")
+        assert (ro["round"] == r).all()
+        assert (ro.groupby("state_id").sample_idx.apply(sorted).map(list) == [list(range(4))]).all()
+        assert ro.state_id.nunique() == CFG["rollout"]["states_per_round"]
+        assert ro.temperature.between(0.6, 0.8).all() and ro.groupby("state_id").temperature.nunique().eq(1).all()
+        assert (ro.completion_ids.map(len) == ro.logprobs.map(len)).all()
+        assert all((np.asarray(lp) <= 0).all() for lp in ro.logprobs)
+        assert ro.policy.str.endswith(f"policy/round_{r - 1}/model").all()
+
+
+def test_replay_buffer_accumulates_rounds_with_consistent_rewards(pipeline):
+    _, res = pipeline
+    with duckdb.connect(str(res / "buffer" / "round_2.duckdb"), read_only=True) as con:
+        rounds = con.execute("SELECT round, count(*) FROM scores GROUP BY round ORDER BY round").fetchall()
+        assert rounds == [(1, 32), (2, 32)]
+        dup = con.execute("SELECT count(*) FROM (SELECT run, round, state_id, sample_idx FROM scores "
+                          "GROUP BY ALL HAVING count(*) > 1)").fetchone()[0]
+        assert dup == 0
+        rows = con.execute("""SELECT r.completion, s.format, o.forward_returns, c.valid, c.reward
+                              FROM scores c JOIN rollouts r USING (run, round, state_id, sample_idx)
+                              JOIN states s USING (run, state_id) JOIN outcomes o USING (run, state_id)""").fetchall()
+    assert len(rows) == 64
+    for completion, fmt, fwd, valid, reward in rows:
+        action = market.parse(completion, fmt)
+        assert action.valid == valid
+        assert reward == pytest.approx(market.reward(action, fwd, -0.05))
+
+
+def test_policies_and_evaluation(pipeline):
+    _, res = pipeline
+    for r in (0, 1, 2):
+        spec = json.loads((res / "policy" / f"round_{r}" / "policy.json").read_text())
+        assert spec == {"model": "model", "round": r}
+        metrics = json.loads((res / "eval" / f"round_{r}" / "metrics.json").read_text())
+        for mode, n in (("greedy", 6), ("sampled", 12)):
+            m = metrics[mode]
+            assert m["n"] == n and m["states"] == 6
+            lo, hi = m["mean_reward"]["ci95"]
+            assert lo <= m["mean_reward"]["mean"] <= hi
+            assert 0 <= m["valid_rate"]["mean"] <= 1
+    preds = [pd.read_parquet(res / "eval" / f"round_{r}" / "predictions.parquet") for r in (0, 1, 2)]
+    assert all(set(p.state_id) == set(preds[0].state_id) for p in preds)  # identical test states
+    states = pd.read_parquet(res / "states.parquet").set_index("state_id")
+    assert (states.loc[preds[0].state_id, "split"] == "test").all()
+    summary = json.loads((res / "metrics.json").read_text())
+    assert [m["round"] for m in summary["rounds"]] == [0, 1, 2]
+    assert set(summary["reward_minus_base"]) == {"round_1", "round_2"}
+    assert (res / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_nothing_left_to_do_and_a_rollout_change_reruns_only_what_follows(pipeline):
+    d, _ = pipeline
+    assert "Nothing to be done" in snakemake(d, "-n").stdout
+    changed = tiny_config(rounds=2)
+    changed["rollout"]["temperature"] = 0.8
+    write_config(d / "config.yaml", changed)
+    try:
+        out = snakemake(d, "-n", "--quiet", "rules").stdout
+    finally:
+        write_config(d / "config.yaml", CFG)
+    rules = {line.split()[0] for line in out.splitlines() if line.strip() and line.split()[-1].isdigit()}
+    assert {"rollout", "score", "grpo_train", "evaluate", "summarize"} <= rules
+    assert not rules & {"fetch_prices", "base_model", "build_states"}
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda c: c["rollout"].update(temprature=0.7), "unknown config key rollout.temprature"),
+        (lambda c: c["data"].update(tickers=["AAPL", "ZZZZ"]), "ZZZZ not in the sample source"),
+        (lambda c: c["states"]["test"].update(start="2014-01-01", end="2014-12-31"), "states.test.start"),
+    ],
+)
+def test_bad_config_stops_before_any_work(tmp_path, mutate, message):
+    cfg = tiny_config()
+    mutate(cfg)
+    write_config(tmp_path / "config.yaml", cfg)
+    proc = snakemake(tmp_path, check=False)
+    assert proc.returncode != 0
+    errors = [line for line in (proc.stdout + proc.stderr).splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and message in errors[0], proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "results").exists()
