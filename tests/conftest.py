@@ -27,7 +27,12 @@ TINY = {
     },
     "model": {"name_or_path": "tiny", "tiny": {"hidden_size": 32, "num_layers": 1, "num_heads": 2}},
     "rollout": {"samples_per_state": 4, "states_per_round": 8, "max_new_tokens": 6, "batch_size": 8},
-    "train": {"per_device_batch_size": 8, "epochs": 1, "learning_rate": 0.01, "lora": {"enabled": True, "r": 4, "alpha": 8}},
+    "train": {
+        "per_device_batch_size": 8,
+        "epochs": 1,
+        "learning_rate": 0.01,
+        "lora": {"enabled": True, "r": 4, "alpha": 8},
+    },
     "evaluate": {"max_states": 6, "samples_per_state": 2},
 }
 
@@ -52,7 +57,9 @@ def run(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.C
     """Run a command as a user would; return the completed process (text output)."""
     proc = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise AssertionError(
+            f"{' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
     return proc
 
 
@@ -67,6 +74,17 @@ def base_run(tmp_path_factory):
     cfg = write_config(d / "config.yaml", tiny_config())
     stage("fetch_prices", "--config", cfg, "--out", d / "prices.parquet")
     stage("base_model", "--config", cfg, "--out", d / "policy" / "round_0")
-    stage("build_states", "--config", cfg, "--prices", d / "prices.parquet", "--policy", d / "policy" / "round_0",
-          "--states", d / "states.parquet", "--outcomes", d / "outcomes.parquet")
+    stage(
+        "build_states",
+        "--config",
+        cfg,
+        "--prices",
+        d / "prices.parquet",
+        "--policy",
+        d / "policy" / "round_0",
+        "--states",
+        d / "states.parquet",
+        "--outcomes",
+        d / "outcomes.parquet",
+    )
     return d

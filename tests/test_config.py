@@ -52,9 +52,9 @@ def test_stage_command_reports_bad_config_in_one_line_and_writes_nothing(tmp_pat
     path = write_config(tmp_path / "config.yaml", cfg)
     proc = stage("fetch_prices", "--config", path, "--out", tmp_path / "prices.parquet", check=False)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [
-        proc.stderr.strip()
-    ] and "unknown config key states.windw" in proc.stderr
+    assert (
+        proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "unknown config key states.windw" in proc.stderr
+    )
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "prices.parquet").exists()
 

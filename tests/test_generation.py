@@ -49,8 +49,12 @@ def test_sampling_is_seeded_and_greedy_is_deterministic(tiny):
 def _vllm_like(prompt_ids, samples):
     """Objects shaped like vllm.RequestOutput / CompletionOutput / Logprob."""
     outputs = [
-        SimpleNamespace(text=text, token_ids=ids, finish_reason=fin,
-                        logprobs=[{t: SimpleNamespace(logprob=lp, rank=1, decoded_token="x")} for t, lp in zip(ids, lps)])
+        SimpleNamespace(
+            text=text,
+            token_ids=ids,
+            finish_reason=fin,
+            logprobs=[{t: SimpleNamespace(logprob=lp, rank=1)} for t, lp in zip(ids, lps, strict=True)],
+        )
         for text, ids, lps, fin in samples
     ]
     return SimpleNamespace(prompt_token_ids=prompt_ids, outputs=outputs)
@@ -74,7 +78,19 @@ def test_vllm_adapter_contract():
 
 def test_vllm_backend_without_vllm_is_a_clear_error(base_run, tmp_path):
     cfg = write_config(tmp_path / "c.yaml", tiny_config(rollout={"backend": "vllm"}))
-    proc = stage("rollout", "--config", cfg, "--round", "1", "--states", base_run / "states.parquet",
-                 "--policy", base_run / "policy" / "round_0", "--out", tmp_path / "r.parquet", check=False)
+    proc = stage(
+        "rollout",
+        "--config",
+        cfg,
+        "--round",
+        "1",
+        "--states",
+        base_run / "states.parquet",
+        "--policy",
+        base_run / "policy" / "round_0",
+        "--out",
+        tmp_path / "r.parquet",
+        check=False,
+    )
     assert proc.returncode == 2 and "vllm is not installed" in proc.stderr
     assert not (tmp_path / "r.parquet").exists()

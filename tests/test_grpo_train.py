@@ -16,8 +16,16 @@ def _samples(states=3, group=4):
     rows = []
     for s in range(states):
         for k in range(group):
-            rows.append(dict(state_id=f"s{s}", sample_idx=k, prompt_ids=[s, 0], completion_ids=[s, k, 99],
-                             logprobs=[-0.1 * k] * 3, reward=float(10 * s + k)))
+            rows.append(
+                dict(
+                    state_id=f"s{s}",
+                    sample_idx=k,
+                    prompt_ids=[s, 0],
+                    completion_ids=[s, k, 99],
+                    logprobs=[-0.1 * k] * 3,
+                    reward=float(10 * s + k),
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -44,19 +52,59 @@ def test_rollout_func_rejects_a_misaligned_batch():
 
 @pytest.mark.parametrize("lora", [True, False])
 def test_grpo_train_cli_updates_the_policy(base_run, tmp_path, lora):
-    cfg = write_config(tmp_path / "c.yaml", tiny_config(train={**tiny_config()["train"], "lora": {"enabled": lora, "r": 4, "alpha": 8}}))
+    cfg = write_config(
+        tmp_path / "c.yaml",
+        tiny_config(train={**tiny_config()["train"], "lora": {"enabled": lora, "r": 4, "alpha": 8}}),
+    )
     rollouts, buffer, out = tmp_path / "r.parquet", tmp_path / "b.duckdb", tmp_path / "policy"
-    stage("rollout", "--config", cfg, "--round", "1", "--states", base_run / "states.parquet",
-          "--policy", base_run / "policy" / "round_0", "--out", rollouts)
-    stage("score", "--config", cfg, "--round", "1", "--rollouts", rollouts, "--states", base_run / "states.parquet",
-          "--outcomes", base_run / "outcomes.parquet", "--out", buffer)
+    stage(
+        "rollout",
+        "--config",
+        cfg,
+        "--round",
+        "1",
+        "--states",
+        base_run / "states.parquet",
+        "--policy",
+        base_run / "policy" / "round_0",
+        "--out",
+        rollouts,
+    )
+    stage(
+        "score",
+        "--config",
+        cfg,
+        "--round",
+        "1",
+        "--rollouts",
+        rollouts,
+        "--states",
+        base_run / "states.parquet",
+        "--outcomes",
+        base_run / "outcomes.parquet",
+        "--out",
+        buffer,
+    )
     # the random tiny model rarely answers validly, so every reward would be the penalty and
     # every advantage zero: pay for short completions instead, to give GRPO a signal
     with duckdb.connect(str(buffer)) as con:
-        con.execute("UPDATE scores SET reward = -len(r.completion_ids) / 10 FROM rollouts r "
-                    "WHERE r.state_id = scores.state_id AND r.sample_idx = scores.sample_idx")
-    stage("grpo_train", "--config", cfg, "--round", "1", "--buffer", buffer,
-          "--policy", base_run / "policy" / "round_0", "--out", out)
+        con.execute(
+            "UPDATE scores SET reward = -len(r.completion_ids) / 10 FROM rollouts r "
+            "WHERE r.state_id = scores.state_id AND r.sample_idx = scores.sample_idx"
+        )
+    stage(
+        "grpo_train",
+        "--config",
+        cfg,
+        "--round",
+        "1",
+        "--buffer",
+        buffer,
+        "--policy",
+        base_run / "policy" / "round_0",
+        "--out",
+        out,
+    )
     before = load_file(base_run / "policy" / "round_0" / "model" / "model.safetensors")
     after = load_file(out / "model" / "model.safetensors")
     assert before.keys() == after.keys()

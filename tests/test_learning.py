@@ -19,13 +19,23 @@ LEARN = tiny_config(
     environment="synthetic",
     rounds=4,
     data={"source": "sample", "tickers": ["AAPL", "MSFT", "JPM", "XOM", "JNJ", "KO", "WMT", "HD"]},
-    states={"formats": ["pairwise"], "horizon": 5, "window": 10, "stride": 5,
-            "train": {"start": "2012-01-01", "end": "2019-12-31", "max_states": 256},
-            "test": {"start": "2020-06-01", "end": "2022-12-20", "max_states": 128}},
+    states={
+        "formats": ["pairwise"],
+        "horizon": 5,
+        "window": 10,
+        "stride": 5,
+        "train": {"start": "2012-01-01", "end": "2019-12-31", "max_states": 256},
+        "test": {"start": "2020-06-01", "end": "2022-12-20", "max_states": 128},
+    },
     model={"name_or_path": "tiny"},
     rollout={"samples_per_state": 8, "states_per_round": 64, "max_new_tokens": 16, "batch_size": 32},
-    train={"per_device_batch_size": 32, "epochs": 4, "learning_rate": 0.005, "scale_rewards": "none",
-           "lora": {"enabled": False}},
+    train={
+        "per_device_batch_size": 32,
+        "epochs": 4,
+        "learning_rate": 0.005,
+        "scale_rewards": "none",
+        "lora": {"enabled": False},
+    },
     evaluate={"max_states": 64, "samples_per_state": 4},
 )
 

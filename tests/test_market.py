@@ -65,8 +65,10 @@ def _prices(n_days=400, tickers=("AAPL", "MSFT", "KO"), seed=1):
 
 def _cfg():
     cfg = tiny_config()
-    cfg["states"].update(train={"start": "2016-01-01", "end": "2016-09-30", "max_states": 1000},
-                         test={"start": "2016-11-01", "end": "2017-06-30", "max_states": 1000})
+    cfg["states"].update(
+        train={"start": "2016-01-01", "end": "2016-09-30", "max_states": 1000},
+        test={"start": "2016-11-01", "end": "2017-06-30", "max_states": 1000},
+    )
     return config.validate(cfg)
 
 
@@ -127,8 +129,8 @@ def test_token_budget_trims_the_oldest_history_first():
     assert trimmed.history_days.min() < cfg["states"]["window"]
     row = trimmed[trimmed.history_days < cfg["states"]["window"]].iloc[0]
     long = full[(full.date == row.date) & (full.tickers.map(tuple) == tuple(row.tickers))].iloc[0]
-    kept = row.prompt.splitlines()[1].split()[-row.history_days:]
-    assert long.prompt.splitlines()[1].split()[-row.history_days:] == kept
+    kept = row.prompt.splitlines()[1].split()[-row.history_days :]
+    assert long.prompt.splitlines()[1].split()[-row.history_days :] == kept
 
 
 def test_budget_too_small_for_any_history_is_an_error():
@@ -144,7 +146,7 @@ def test_synthetic_environment_plants_a_learnable_signal():
     df = states.merge(outcomes[["state_id", "forward_returns"]], on="state_id")
     pair = df[df.format == "pairwise"]
     last = pair.prompt.map(lambda p: [float(line.split()[-1]) for line in p.splitlines()[1:3]])
-    pick_bigger = [r[int(np.argmax(l))] for l, r in zip(last, pair.forward_returns)]
+    pick_bigger = [r[int(np.argmax(x))] for x, r in zip(last, pair.forward_returns, strict=True)]
     winner = [max(r) for r in pair.forward_returns]
     hit = np.mean(np.isclose(pick_bigger, winner))
     assert hit > 0.7  # a policy that reads the last return beats a coin flip by far

@@ -14,8 +14,18 @@ CFG = tiny_config(rounds=2)
 
 
 def snakemake(workdir, *args, check=True):
-    return run("snakemake", "-s", ROOT / "Snakefile", "--configfile", workdir / "config.yaml", "--cores", "2",
-               *args, cwd=workdir, check=check)
+    return run(
+        "snakemake",
+        "-s",
+        ROOT / "Snakefile",
+        "--configfile",
+        workdir / "config.yaml",
+        "--cores",
+        "2",
+        *args,
+        cwd=workdir,
+        check=check,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +77,10 @@ def test_replay_buffer_accumulates_rounds_with_consistent_rewards(pipeline):
     with duckdb.connect(str(res / "buffer" / "round_2.duckdb"), read_only=True) as con:
         rounds = con.execute("SELECT round, count(*) FROM scores GROUP BY round ORDER BY round").fetchall()
         assert rounds == [(1, 32), (2, 32)]
-        dup = con.execute("SELECT count(*) FROM (SELECT run, round, state_id, sample_idx FROM scores "
-                          "GROUP BY ALL HAVING count(*) > 1)").fetchone()[0]
+        dup = con.execute(
+            "SELECT count(*) FROM (SELECT run, round, state_id, sample_idx FROM scores "
+            "GROUP BY ALL HAVING count(*) > 1)"
+        ).fetchone()[0]
         assert dup == 0
         rows = con.execute("""SELECT r.completion, s.format, o.forward_returns, c.valid, c.reward
                               FROM scores c JOIN rollouts r USING (run, round, state_id, sample_idx)

@@ -32,7 +32,9 @@ def main(argv: list[str] | None = None) -> None:
     tok = policy.load_tokenizer(args.policy, cfg["model"])
     prices = pd.read_parquet(args.prices)
     env = environments.get(cfg["environment"])
-    states, outcomes = env.make_states(prices, cfg, lambda text: len(tok(policy.chat(tok, text), add_special_tokens=False).input_ids))
+    states, outcomes = env.make_states(
+        prices, cfg, lambda text: len(tok(policy.chat(tok, text), add_special_tokens=False).input_ids)
+    )
     artifacts.write_parquet(outcomes, args.outcomes)
     artifacts.write_parquet(states, args.states)
     counts = states.groupby(["split", "format"]).size().to_dict()

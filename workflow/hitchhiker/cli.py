@@ -22,9 +22,7 @@ def run(main: Callable[[list[str] | None], None], argv: list[str] | None = None)
 
 def parser(module_doc: str | None) -> argparse.ArgumentParser:
     """An argparse parser whose description is the stage module's docstring."""
-    return argparse.ArgumentParser(
-        description=module_doc, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    return argparse.ArgumentParser(description=module_doc, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def add_config_arg(p: argparse.ArgumentParser) -> None:

@@ -78,7 +78,7 @@ def validate(cfg: dict, sections: set[str] | None = None) -> dict:
     return cfg
 
 
-def _date(cfg: dict, *keys: str) -> dt.date | None:
+def date_at(cfg: dict, *keys: str) -> dt.date | None:
     node: Any = cfg
     for k in keys:
         if not isinstance(node, dict) or k not in node:
@@ -90,12 +90,10 @@ def _date(cfg: dict, *keys: str) -> dt.date | None:
 def _check_rules(cfg: dict) -> None:
     """Rules a JSON schema cannot say: window order, embargo, batch shapes."""
     for split in ("train", "test"):
-        start, end = _date(cfg, "states", split, "start"), _date(cfg, "states", split, "end")
+        start, end = date_at(cfg, "states", split, "start"), date_at(cfg, "states", split, "end")
         if start and end and start > end:
-            raise HitchhikerError(
-                f"config key states.{split}: start {start} is after end {end}"
-            )
-    train_end, test_start = _date(cfg, "states", "train", "end"), _date(cfg, "states", "test", "start")
+            raise HitchhikerError(f"config key states.{split}: start {start} is after end {end}")
+    train_end, test_start = date_at(cfg, "states", "train", "end"), date_at(cfg, "states", "test", "start")
     if train_end and test_start and test_start <= train_end:
         raise HitchhikerError(
             f"config key states.test.start = {test_start} must be after states.train.end = "

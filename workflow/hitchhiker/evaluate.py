@@ -70,9 +70,12 @@ def bootstrap_ci(values: pd.Series, dates: pd.Series, seed: int) -> tuple[float,
 def metrics(preds: pd.DataFrame, seed: int) -> dict:
     out = {}
     for mode, part in preds.groupby("mode"):
-        m = {"n": int(len(part)), "states": int(part.state_id.nunique())}
-        for name, col in (("valid_rate", part.valid.astype(float)), ("accuracy", part.correct),
-                          ("mean_reward", part.reward)):
+        m = {"n": len(part), "states": int(part.state_id.nunique())}
+        for name, col in (
+            ("valid_rate", part.valid.astype(float)),
+            ("accuracy", part.correct),
+            ("mean_reward", part.reward),
+        ):
             mean, lo, hi = bootstrap_ci(col, part.date, seed)
             m[name] = {"mean": mean, "ci95": [lo, hi]}
         m["invalid_reasons"] = part.invalid_reason.dropna().value_counts().to_dict()
@@ -98,8 +101,9 @@ def main(argv: list[str] | None = None) -> None:
     outcomes = pd.read_parquet(args.outcomes)
     parts = []
     for mode, temp, n in (("greedy", 0.0, 1), ("sampled", cfg["rollout"]["temperature"], ev["samples_per_state"])):
-        s = rollout.sample(states, args.policy, cfg, np.full(len(states), temp), n, seed,
-                           f"evaluate round {args.round} {mode}")
+        s = rollout.sample(
+            states, args.policy, cfg, np.full(len(states), temp), n, seed, f"evaluate round {args.round} {mode}"
+        )
         s.insert(1, "mode", mode)
         parts.append(s)
     preds = pd.concat(parts, ignore_index=True)
@@ -112,8 +116,10 @@ def main(argv: list[str] | None = None) -> None:
     artifacts.write_parquet(preds, args.predictions)
     artifacts.write_json(result, args.metrics)
     g = result["greedy"]
-    print(f"evaluate: round {args.round} greedy valid {g['valid_rate']['mean']:.1%} "
-          f"mean reward {g['mean_reward']['mean']:+.4f} -> {args.metrics}")
+    print(
+        f"evaluate: round {args.round} greedy valid {g['valid_rate']['mean']:.1%} "
+        f"mean reward {g['mean_reward']['mean']:+.4f} -> {args.metrics}"
+    )
 
 
 if __name__ == "__main__":

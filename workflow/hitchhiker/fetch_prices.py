@@ -79,14 +79,13 @@ def _yfinance(tickers: list[str], start: dt.date, end: dt.date, cache_dir: Path)
         cache = cache_dir / f"{ticker}_{start}_{end}.parquet"
         if not cache.exists():
             try:
-                raw = yf.download(ticker, start=str(start), end=str(end + dt.timedelta(days=1)),
-                                  auto_adjust=True, progress=False)
+                raw = yf.download(
+                    ticker, start=str(start), end=str(end + dt.timedelta(days=1)), auto_adjust=True, progress=False
+                )
             except Exception as err:
                 raise cli.HitchhikerError(f"yfinance download of {ticker} failed: {err}") from None
             if raw is None or raw.empty:
-                raise cli.HitchhikerError(
-                    f"yfinance returned no prices for {ticker} (offline, or an unknown ticker?)"
-                )
+                raise cli.HitchhikerError(f"yfinance returned no prices for {ticker} (offline, or an unknown ticker?)")
             close = raw["Close"]
             if isinstance(close, pd.DataFrame):  # newer yfinance: columns are (field, ticker)
                 close = close.iloc[:, 0]
@@ -100,8 +99,8 @@ def _yfinance(tickers: list[str], start: dt.date, end: dt.date, cache_dir: Path)
 def fetch(cfg: dict) -> pd.DataFrame:
     data, states = cfg["data"], cfg["states"]
     pad = dt.timedelta(days=2 * (states["window"] + states["horizon"]) + 30)
-    start = config._date(cfg, "data", "start") or config._date(cfg, "states", "train", "start") - pad
-    end = config._date(cfg, "data", "end") or config._date(cfg, "states", "test", "end") + pad
+    start = config.date_at(cfg, "data", "start") or config.date_at(cfg, "states", "train", "start") - pad
+    end = config.date_at(cfg, "data", "end") or config.date_at(cfg, "states", "test", "end") + pad
     if data["source"] == "sample":
         prices = _tidy(pd.read_csv(SAMPLE), f"sample {SAMPLE.name}")
     elif data["source"] == "file":
@@ -136,8 +135,10 @@ def main(argv: list[str] | None = None) -> None:
     cfg = config.load(args.config, set(SECTIONS))
     prices = fetch(cfg)
     artifacts.write_parquet(prices, args.out)
-    print(f"fetch_prices: {len(prices)} rows, {prices.ticker.nunique()} tickers, "
-          f"{prices.date.min().date()} .. {prices.date.max().date()} -> {args.out}")
+    print(
+        f"fetch_prices: {len(prices)} rows, {prices.ticker.nunique()} tickers, "
+        f"{prices.date.min().date()} .. {prices.date.max().date()} -> {args.out}"
+    )
 
 
 if __name__ == "__main__":

@@ -48,9 +48,17 @@ def _trim(ids: list[int], eos_ids: set[int]) -> tuple[list[int], str]:
     return ids, "length"
 
 
-def transformers_generate(model, tokenizer, prompt_ids: list[list[int]], temperatures: list[float],
-                          n: int, max_new_tokens: int, batch_size: int, seed: int,
-                          desc: str = "generate") -> list[dict]:
+def transformers_generate(
+    model,
+    tokenizer,
+    prompt_ids: list[list[int]],
+    temperatures: list[float],
+    n: int,
+    max_new_tokens: int,
+    batch_size: int,
+    seed: int,
+    desc: str = "generate",
+) -> list[dict]:
     """Batched sampling (temperature > 0) or greedy decoding (temperature == 0)."""
     torch.manual_seed(seed)
     device = model.device
@@ -73,9 +81,16 @@ def transformers_generate(model, tokenizer, prompt_ids: list[list[int]], tempera
         proc = RowTemperature(torch.where(temps > 0, temps, torch.ones_like(temps)))
         with torch.no_grad():
             out = model.generate(
-                input_ids=ids, attention_mask=mask, do_sample=not greedy, max_new_tokens=max_new_tokens,
-                temperature=1.0, top_k=0, top_p=1.0, logits_processor=LogitsProcessorList([proc]),
-                pad_token_id=pad, eos_token_id=list(eos_ids),
+                input_ids=ids,
+                attention_mask=mask,
+                do_sample=not greedy,
+                max_new_tokens=max_new_tokens,
+                temperature=1.0,
+                top_k=0,
+                top_p=1.0,
+                logits_processor=LogitsProcessorList([proc]),
+                pad_token_id=pad,
+                eos_token_id=list(eos_ids),
             )
         gen = out[:, width:]
         logps = proc.finish(out).cpu()
@@ -83,9 +98,17 @@ def transformers_generate(model, tokenizer, prompt_ids: list[list[int]], tempera
         for row in range(gen.shape[0]):
             comp, finish = _trim(gen[row].tolist(), eos_ids)
             i = idx[row // n]
-            rows.append(dict(prompt_index=int(i), sample_idx=row % n, temperature=float(temperatures[i]),
-                             prompt_ids=list(prompt_ids[i]), completion_ids=comp,
-                             logprobs=logps[row, : len(comp)].tolist(), finish=finish))
+            rows.append(
+                dict(
+                    prompt_index=int(i),
+                    sample_idx=row % n,
+                    temperature=float(temperatures[i]),
+                    prompt_ids=list(prompt_ids[i]),
+                    completion_ids=comp,
+                    logprobs=logps[row, : len(comp)].tolist(),
+                    finish=finish,
+                )
+            )
     for r in rows:
         r["completion"] = tokenizer.decode(r["completion_ids"], skip_special_tokens=True)
     return sorted(rows, key=lambda r: (r["prompt_index"], r["sample_idx"]))
@@ -105,28 +128,60 @@ def from_vllm_outputs(request_outputs, temperatures: list[float]) -> list[dict]:
             if comp.logprobs is None or len(comp.logprobs) != len(ids):
                 raise ValueError("vLLM returned no logprob per sampled token; SamplingParams(logprobs=0) is required")
             logps = [float(step[t].logprob) for step, t in zip(comp.logprobs, ids, strict=True)]
-            rows.append(dict(prompt_index=i, sample_idx=k, temperature=float(temperatures[i]),
-                             prompt_ids=list(req.prompt_token_ids), completion_ids=ids, logprobs=logps,
-                             finish="eos" if comp.finish_reason == "stop" else "length",
-                             completion=comp.text))
+            rows.append(
+                dict(
+                    prompt_index=i,
+                    sample_idx=k,
+                    temperature=float(temperatures[i]),
+                    prompt_ids=list(req.prompt_token_ids),
+                    completion_ids=ids,
+                    logprobs=logps,
+                    finish="eos" if comp.finish_reason == "stop" else "length",
+                    completion=comp.text,
+                )
+            )
     return rows
 
 
-def vllm_generate(model_ref: str, prompt_ids: list[list[int]], temperatures: list[float], n: int,
-                  max_new_tokens: int, seed: int, tensor_parallel_size: int,
-                  trust_remote_code: bool) -> list[dict]:
+def vllm_generate(
+    model_ref: str,
+    prompt_ids: list[list[int]],
+    temperatures: list[float],
+    n: int,
+    max_new_tokens: int,
+    seed: int,
+    tensor_parallel_size: int,
+    trust_remote_code: bool,
+) -> list[dict]:
     """Sample with vLLM: one engine, tensor parallel over the node's GPUs."""
     try:
         from vllm import LLM, SamplingParams
     except ImportError:
         from hitchhiker.cli import HitchhikerError
 
-        raise HitchhikerError("config key rollout.backend = vllm but vllm is not installed: pip install -e '.[vllm]'") from None
+        raise HitchhikerError(
+            "config key rollout.backend = vllm but vllm is not installed: pip install -e '.[vllm]'"
+        ) from None
     # processed_logprobs: logprobs of the distribution sampled from (after temperature),
     # the same quantity the transformers backend records.
-    llm = LLM(model=model_ref, tensor_parallel_size=tensor_parallel_size, seed=seed,
-              trust_remote_code=trust_remote_code, logprobs_mode="processed_logprobs")
-    params = [SamplingParams(n=n if t > 0 else 1, temperature=t, top_p=1.0, top_k=-1, max_tokens=max_new_tokens,
-                             seed=seed + i, logprobs=0) for i, t in enumerate(temperatures)]
+    llm = LLM(
+        model=model_ref,
+        tensor_parallel_size=tensor_parallel_size,
+        seed=seed,
+        trust_remote_code=trust_remote_code,
+        logprobs_mode="processed_logprobs",
+    )
+    params = [
+        SamplingParams(
+            n=n if t > 0 else 1,
+            temperature=t,
+            top_p=1.0,
+            top_k=-1,
+            max_tokens=max_new_tokens,
+            seed=seed + i,
+            logprobs=0,
+        )
+        for i, t in enumerate(temperatures)
+    ]
     outs = llm.generate([{"prompt_token_ids": p} for p in prompt_ids], sampling_params=params)
     return from_vllm_outputs(outs, temperatures)

@@ -47,8 +47,10 @@ def replay_rollout_func(samples: pd.DataFrame, group_size: int):
     slices of the processes laid end to end. The position in the global batch therefore
     gives the sample index within the group.
     """
-    table = {(sid, int(k)): row for sid, k, row in zip(samples.state_id, samples.sample_idx,
-                                                       samples.itertuples(index=False), strict=True)}
+    table = {
+        (sid, int(k)): row
+        for sid, k, row in zip(samples.state_id, samples.sample_idx, samples.itertuples(index=False), strict=True)
+    }
 
     def rollout_func(prompts: list[str], trainer) -> dict:
         offset = trainer.accelerator.process_index * len(prompts)
@@ -102,13 +104,22 @@ def main(argv: list[str] | None = None) -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     tok = policy.load_tokenizer(args.policy, cfg["model"])
-    dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16,
-             "float16": torch.float16}[cfg["model"]["dtype"]]
-    model = AutoModelForCausalLM.from_pretrained(policy.model_ref(args.policy), dtype=dtype,
-                                                 trust_remote_code=cfg["model"]["trust_remote_code"])
+    dtype = policy.torch_dtype(cfg["model"])
+    model = AutoModelForCausalLM.from_pretrained(
+        policy.model_ref(args.policy), dtype=dtype, trust_remote_code=cfg["model"]["trust_remote_code"]
+    )
     lora = tr["lora"]
-    peft_config = LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
-                             target_modules=lora["target_modules"], task_type="CAUSAL_LM") if lora["enabled"] else None
+    peft_config = (
+        LoraConfig(
+            r=lora["r"],
+            lora_alpha=lora["alpha"],
+            lora_dropout=lora["dropout"],
+            target_modules=lora["target_modules"],
+            task_type="CAUSAL_LM",
+        )
+        if lora["enabled"]
+        else None
+    )
     out = Path(args.out)
     work = out.parent / f".{out.name}.trainer"
     args_trl = GRPOConfig(
@@ -156,8 +167,10 @@ def main(argv: list[str] | None = None) -> None:
             history = pd.DataFrame(trainer.state.log_history)
             history.to_csv(tmp / "train_log.csv", index=False)
         shutil.rmtree(work, ignore_errors=True)
-        print(f"grpo_train: round {args.round}, {len(sizes)} groups x {group}, "
-              f"{trainer.state.global_step} steps -> {args.out}")
+        print(
+            f"grpo_train: round {args.round}, {len(sizes)} groups x {group}, "
+            f"{trainer.state.global_step} steps -> {args.out}"
+        )
     trainer.accelerator.wait_for_everyone()
 
 

@@ -53,16 +53,19 @@ def load_tokenizer(policy_dir: str | Path, model_cfg: dict):
     return tok
 
 
+def torch_dtype(model_cfg: dict):
+    return {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[
+        model_cfg["dtype"]
+    ]
+
+
 def load(policy_dir: str | Path, model_cfg: dict, device: str | None = None):
     """(model, tokenizer) of a policy, in eval mode, on ``device`` (default: cuda if present)."""
     from transformers import AutoModelForCausalLM
 
     tok = load_tokenizer(policy_dir, model_cfg)
-    ref = model_ref(policy_dir)
-    dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16,
-             "float16": torch.float16}[model_cfg["dtype"]]
     model = AutoModelForCausalLM.from_pretrained(
-        ref, dtype=dtype, trust_remote_code=model_cfg["trust_remote_code"]
+        model_ref(policy_dir), dtype=torch_dtype(model_cfg), trust_remote_code=model_cfg["trust_remote_code"]
     )
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     return model.to(device).eval(), tok
@@ -105,26 +108,38 @@ def build_tiny(out_dir: Path, model_cfg: dict, tickers: list[str], seed: int) ->
     core.pre_tokenizer = pre_tokenizers.Metaspace()
     core.decoder = decoders.Metaspace()
     alphabet = [chr(c) for c in range(32, 127)] + ["\n", "▁"]
-    trainer = trainers.BpeTrainer(vocab_size=tiny["vocab_size"], special_tokens=SPECIAL,
-                                  initial_alphabet=alphabet, show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=tiny["vocab_size"], special_tokens=SPECIAL, initial_alphabet=alphabet, show_progress=False
+    )
     core.train_from_iterator(_corpus(tickers, seed), trainer=trainer)
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<|pad|>", unk_token="<|unk|>",
-                                  eos_token="<|end|>", bos_token=None)
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token="<|pad|>", unk_token="<|unk|>", eos_token="<|end|>", bos_token=None
+    )
     tok.chat_template = CHAT_TEMPLATE
 
     torch.manual_seed(seed)
     heads = tiny["num_heads"]
     cfg = LlamaConfig(
-        vocab_size=len(tok), hidden_size=tiny["hidden_size"], intermediate_size=2 * tiny["hidden_size"],
-        num_hidden_layers=tiny["num_layers"], num_attention_heads=heads,
-        num_key_value_heads=max(1, heads // 2), max_position_embeddings=2048,
-        pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=None,
+        vocab_size=len(tok),
+        hidden_size=tiny["hidden_size"],
+        intermediate_size=2 * tiny["hidden_size"],
+        num_hidden_layers=tiny["num_layers"],
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2),
+        max_position_embeddings=2048,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=None,
         tie_word_embeddings=True,
     )
     model = LlamaForCausalLM(cfg)
     model.generation_config = GenerationConfig(
-        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, do_sample=True,
-        top_k=0, top_p=1.0, temperature=1.0,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        do_sample=True,
+        top_k=0,
+        top_p=1.0,
+        temperature=1.0,
     )
     model.save_pretrained(out_dir / "model")
     tok.save_pretrained(out_dir / "model")

@@ -21,20 +21,29 @@ from hitchhiker import artifacts, cli, config, generation, policy
 SECTIONS = ["run", "seed", "model", "rollout"]
 
 
-def sample(states: pd.DataFrame, policy_dir: str, cfg: dict, temperatures: np.ndarray, n: int,
-           seed: int, desc: str) -> pd.DataFrame:
+def sample(
+    states: pd.DataFrame, policy_dir: str, cfg: dict, temperatures: np.ndarray, n: int, seed: int, desc: str
+) -> pd.DataFrame:
     """Generate ``n`` completions per state (temperature 0 = greedy); one row per sample."""
     ro, model_cfg = cfg["rollout"], cfg["model"]
     tok = policy.load_tokenizer(policy_dir, model_cfg)
     prompt_ids = [tok(policy.chat(tok, p), add_special_tokens=False).input_ids for p in states["prompt"]]
     if ro["backend"] == "vllm":
-        rows = generation.vllm_generate(policy.model_ref(policy_dir), prompt_ids, list(temperatures), n,
-                                        ro["max_new_tokens"], seed, ro["tensor_parallel_size"],
-                                        model_cfg["trust_remote_code"])
+        rows = generation.vllm_generate(
+            policy.model_ref(policy_dir),
+            prompt_ids,
+            list(temperatures),
+            n,
+            ro["max_new_tokens"],
+            seed,
+            ro["tensor_parallel_size"],
+            model_cfg["trust_remote_code"],
+        )
     else:
         model, tok = policy.load(policy_dir, model_cfg)
-        rows = generation.transformers_generate(model, tok, prompt_ids, list(temperatures), n,
-                                                ro["max_new_tokens"], ro["batch_size"], seed, desc)
+        rows = generation.transformers_generate(
+            model, tok, prompt_ids, list(temperatures), n, ro["max_new_tokens"], ro["batch_size"], seed, desc
+        )
     out = pd.DataFrame(rows)
     out.insert(0, "state_id", states["state_id"].to_numpy()[out.pop("prompt_index")])
     return out
@@ -58,13 +67,16 @@ def main(argv: list[str] | None = None) -> None:
     train = train.iloc[pick].reset_index(drop=True)
     eps = ro["temperature_eps"]
     temps = rng.uniform(ro["temperature"] - eps, ro["temperature"] + eps, size=len(train))
-    out = sample(train, args.policy, cfg, temps, ro["samples_per_state"], cfg["seed"] + args.round,
-                 f"rollout round {args.round}")
+    out = sample(
+        train, args.policy, cfg, temps, ro["samples_per_state"], cfg["seed"] + args.round, f"rollout round {args.round}"
+    )
     out.insert(1, "round", args.round)
     out["policy"] = policy.model_ref(args.policy)
     artifacts.write_parquet(out, args.out)
-    print(f"rollout: round {args.round}, {len(train)} states x {ro['samples_per_state']} samples, "
-          f"{(out.finish == 'eos').mean():.0%} ended with EOS -> {args.out}")
+    print(
+        f"rollout: round {args.round}, {len(train)} states x {ro['samples_per_state']} samples, "
+        f"{(out.finish == 'eos').mean():.0%} ended with EOS -> {args.out}"
+    )
 
 
 if __name__ == "__main__":

@@ -51,8 +51,15 @@ def score_frame(samples: pd.DataFrame, states: pd.DataFrame, outcomes: pd.DataFr
     rows = []
     for sid, text in zip(samples["state_id"], samples["completion"], strict=True):
         act = env.parse(text, fmt[sid])
-        rows.append(dict(action=act.action, weights=list(act.weights), valid=act.valid,
-                         invalid_reason=act.invalid_reason, reward=env.reward(act, fwd[sid], penalty)))
+        rows.append(
+            dict(
+                action=act.action,
+                weights=list(act.weights),
+                valid=act.valid,
+                invalid_reason=act.invalid_reason,
+                reward=env.reward(act, fwd[sid], penalty),
+            )
+        )
     return pd.DataFrame(rows, index=samples.index)
 
 
@@ -70,13 +77,16 @@ def main(argv: list[str] | None = None) -> None:
     run = cfg["run"]
     rollouts = pd.read_parquet(args.rollouts)
     if set(rollouts["round"]) != {args.round}:
-        raise cli.HitchhikerError(f"{args.rollouts} holds rounds {sorted(set(rollouts['round']))}, not --round {args.round}")
+        raise cli.HitchhikerError(
+            f"{args.rollouts} holds rounds {sorted(set(rollouts['round']))}, not --round {args.round}"
+        )
     states, outcomes = pd.read_parquet(args.states), pd.read_parquet(args.outcomes)
     missing = set(rollouts["state_id"]) - set(outcomes["state_id"])
     if missing:
-        raise cli.HitchhikerError(f"{args.rollouts}: state {sorted(missing)[0]} has no outcome in {args.outcomes}")
-    scores = pd.concat([rollouts[["round", "state_id", "sample_idx"]],
-                        score_frame(rollouts, states, outcomes, cfg)], axis=1)
+        raise cli.HitchhikerError(f"{args.rollouts}: state {min(missing)} has no outcome in {args.outcomes}")
+    scores = pd.concat(
+        [rollouts[["round", "state_id", "sample_idx"]], score_frame(rollouts, states, outcomes, cfg)], axis=1
+    )
     for df in (states, outcomes, rollouts, scores):
         df.insert(0, "run", run)
 
@@ -86,18 +96,20 @@ def main(argv: list[str] | None = None) -> None:
         with duckdb.connect(str(tmp)) as con:
             con.execute(SCHEMA)
             con.execute("BEGIN TRANSACTION")
-            for name, df in (("states", states), ("outcomes", outcomes)):
-                con.execute(f"DELETE FROM {name} WHERE run = ?", [run])
-                con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM df")
-            for name, df in (("rollouts", rollouts), ("scores", scores)):
-                con.execute(f"DELETE FROM {name} WHERE run = ? AND round = ?", [run, args.round])
-                con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM df")
+            # table names are our constants; values always travel as parameters or frames
+            for name, df in (("states", states), ("outcomes", outcomes), ("rollouts", rollouts), ("scores", scores)):
+                if name in ("states", "outcomes"):
+                    con.execute(f"DELETE FROM {name} WHERE run = ?", [run])
+                else:
+                    con.execute(f"DELETE FROM {name} WHERE run = ? AND round = ?", [run, args.round])
+                con.register("incoming", df)
+                con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM incoming")
+                con.unregister("incoming")
             con.execute("COMMIT")
             valid, mean = con.execute(
                 "SELECT avg(valid::INT), avg(reward) FROM scores WHERE run = ? AND round = ?", [run, args.round]
             ).fetchone()
-    print(f"score: round {args.round}, {len(scores)} samples, valid {valid:.1%}, "
-          f"mean reward {mean:+.4f} -> {args.out}")
+    print(f"score: round {args.round}, {len(scores)} samples, valid {valid:.1%}, mean reward {mean:+.4f} -> {args.out}")
 
 
 if __name__ == "__main__":

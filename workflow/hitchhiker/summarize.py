@@ -13,14 +13,15 @@ Usage:
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import pandas as pd
 
-from hitchhiker import artifacts, cli, evaluate  # noqa: E402
+from hitchhiker import artifacts, cli, evaluate
 
 
 def paired_difference(preds: pd.DataFrame, round_: int, mode: str) -> dict:
@@ -34,9 +35,12 @@ def paired_difference(preds: pd.DataFrame, round_: int, mode: str) -> dict:
 
 def plot(rounds: list[dict], path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
-    for ax, key, title in zip(axes, ("valid_rate", "accuracy", "mean_reward"),
-                              ("valid answers", "accuracy (valid answers)", "mean reward per decision ($)"),
-                              strict=True):
+    for ax, key, title in zip(
+        axes,
+        ("valid_rate", "accuracy", "mean_reward"),
+        ("valid answers", "accuracy (valid answers)", "mean reward per decision ($)"),
+        strict=True,
+    ):
         for mode, color in (("greedy", "tab:blue"), ("sampled", "tab:orange")):
             xs = [m["round"] for m in rounds]
             mean = [m[mode][key]["mean"] for m in rounds]
@@ -61,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out-json", required=True)
     p.add_argument("--out-plot", required=True)
     args = p.parse_args(argv)
-    rounds = sorted((json.loads(open(m).read()) for m in args.metrics), key=lambda m: m["round"])
+    rounds = sorted((json.loads(Path(m).read_text()) for m in args.metrics), key=lambda m: m["round"])
     if rounds[0]["round"] != 0:
         raise cli.HitchhikerError("summarize needs the base policy's (round 0) metrics")
     preds = pd.concat([pd.read_parquet(f) for f in args.predictions], ignore_index=True)
@@ -74,8 +78,10 @@ def main(argv: list[str] | None = None) -> None:
     plot(rounds, args.out_plot)
     last = rounds[-1]["round"]
     d = diffs[f"round_{last}"]["greedy"]
-    print(f"summarize: round {last} - base, greedy mean reward {d['mean']:+.4f} "
-          f"[{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}] -> {args.out_json}")
+    print(
+        f"summarize: round {last} - base, greedy mean reward {d['mean']:+.4f} "
+        f"[{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}] -> {args.out_json}"
+    )
 
 
 if __name__ == "__main__":

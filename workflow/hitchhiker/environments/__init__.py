@@ -18,4 +18,4 @@ def get(name: str):
     return ENVIRONMENTS[name]()
 
 
-__all__ = ["Action", "ENVIRONMENTS", "get"]
+__all__ = ["ENVIRONMENTS", "Action", "get"]

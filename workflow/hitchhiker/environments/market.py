@@ -177,12 +177,29 @@ class Market:
                         prompt = render(fmt, names, history[:, window - kept :], h)
                     fwd = closes[i + h, order] / closes[i, order] - 1.0
                     sid = state_id(fmt, dates[i], h, names, prompt)
-                    states.append(dict(state_id=sid, split=split, format=fmt, date=dates[i],
-                                       horizon=h, tickers=names, prompt=prompt,
-                                       history_days=kept, prompt_tokens=n_tokens(prompt)))
-                    outcomes.append(dict(state_id=sid, split=split, format=fmt,
-                                         outcome_date=dates[i + h], tickers=names,
-                                         forward_returns=[float(x) for x in fwd]))
+                    states.append(
+                        dict(
+                            state_id=sid,
+                            split=split,
+                            format=fmt,
+                            date=dates[i],
+                            horizon=h,
+                            tickers=names,
+                            prompt=prompt,
+                            history_days=kept,
+                            prompt_tokens=n_tokens(prompt),
+                        )
+                    )
+                    outcomes.append(
+                        dict(
+                            state_id=sid,
+                            split=split,
+                            format=fmt,
+                            outcome_date=dates[i + h],
+                            tickers=names,
+                            forward_returns=[float(x) for x in fwd],
+                        )
+                    )
         return pd.DataFrame(states), pd.DataFrame(outcomes)
 
     parse = staticmethod(parse)
