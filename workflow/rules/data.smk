@@ -53,3 +53,23 @@ rule build_states:
     shell:
         "python -m hitchhiker.build_states --config {params.cfg:q} --prices {input.prices:q}"
         " --policy {input.policy:q} --states {output.states:q} --outcomes {output.outcomes:q} > {log:q} 2>&1"
+
+
+rule audit:
+    input:
+        prices=f"{RESULTS}/prices.parquet",
+        states=f"{RESULTS}/states.parquet",
+        outcomes=f"{RESULTS}/outcomes.parquet",
+    output:
+        f"{RESULTS}/audit.json",
+    params:
+        cfg=cfg("seed", "environment", "data", "states"),
+    log:
+        f"{RESULTS}/logs/audit.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/audit.tsv"
+    conda:
+        "../../envs/data.yaml"
+    shell:
+        "python -m hitchhiker.audit --config {params.cfg:q} --prices {input.prices:q} --states {input.states:q}"
+        " --outcomes {input.outcomes:q} --out {output:q} 2>&1 | tee {log:q}"

@@ -2,6 +2,7 @@ rule evaluate:
     input:
         states=f"{RESULTS}/states.parquet",
         outcomes=f"{RESULTS}/outcomes.parquet",
+        audit=f"{RESULTS}/audit.json",
         policy=lambda w: policy(int(w.e)),
     output:
         predictions=f"{RESULTS}/eval/round_{{e}}/predictions.parquet",

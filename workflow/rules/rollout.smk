@@ -1,6 +1,7 @@
 rule rollout:
     input:
         states=f"{RESULTS}/states.parquet",
+        audit=f"{RESULTS}/audit.json",
         policy=lambda w: policy(int(w.r) - 1),
     output:
         f"{RESULTS}/rollouts/round_{{r}}.parquet",

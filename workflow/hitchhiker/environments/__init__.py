@@ -4,6 +4,7 @@ An environment has
   make_states(prices, cfg, n_tokens) -> (states, outcomes)   build_states
   parse(completion, format) -> Action                         score, evaluate
   reward(action, forward_returns, invalid_penalty) -> float   score, evaluate
+  audit(prices, states, outcomes, cfg) -> report              audit (raises on leakage)
 and is chosen by the config key ``environment``. Rollout, training and the Snakefile never
 look inside one.
 """

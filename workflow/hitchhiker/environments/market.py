@@ -202,5 +202,53 @@ class Market:
                     )
         return pd.DataFrame(states), pd.DataFrame(outcomes)
 
+    def audit(self, prices: pd.DataFrame, states: pd.DataFrame, outcomes: pd.DataFrame, cfg: dict) -> dict:
+        """Re-derive every state from the prices up to its decision date; raise on the first violation.
+
+        Checks that each prompt's history equals the returns into the ``history_days`` trading
+        days ending at the decision date T (so nothing after T is shown), that each outcome is
+        the return from T to T + horizon, and that every train outcome ends before the first
+        test decision date with at least the embargo between the splits.
+        """
+        wide = self.prices_for_states(prices, cfg)
+        dates, closes = wide.index, wide.to_numpy()
+        pos = {d: i for i, d in enumerate(dates)}
+        col = {t: j for j, t in enumerate(wide.columns)}
+        h = cfg["states"]["horizon"]
+        out = outcomes.set_index("state_id")
+        for s in states.itertuples():
+            where = f"state {s.state_id} ({s.format} {', '.join(s.tickers)} on {s.date.date()})"
+            i = pos.get(s.date)
+            if i is None:
+                raise HitchhikerError(f"leakage audit: {where}: decision date is not a trading day of the prices")
+            rows = s.prompt.splitlines()[1 : 1 + len(s.tickers)]
+            for row, ticker in zip(rows, s.tickers, strict=True):
+                shown = np.array([float(x) for x in row.split(":", 1)[1].split()])
+                c = closes[i - len(shown) : i + 1, col[ticker]]
+                if len(shown) != s.history_days or not np.allclose(shown, 100 * (c[1:] / c[:-1] - 1), atol=0.0051):
+                    raise HitchhikerError(
+                        f"leakage audit: {where}: the {ticker} history in the prompt is not the "
+                        f"{s.history_days} daily returns ending at the decision date"
+                    )
+            o = out.loc[s.state_id]
+            fwd = closes[i + h, [col[t] for t in s.tickers]] / closes[i, [col[t] for t in s.tickers]] - 1
+            if o.outcome_date != dates[i + h] or not np.allclose(o.forward_returns, fwd):
+                raise HitchhikerError(f"leakage audit: {where}: outcome is not the return over the next {h} days")
+        train, test = states[states.split == "train"], states[states.split == "test"]
+        gap = pos[test.date.min()] - pos[train.date.max()]
+        last_train_outcome = out.loc[train.state_id, "outcome_date"].max()
+        if gap < config.embargo(cfg["states"]) or last_train_outcome > test.date.min():
+            raise HitchhikerError(
+                f"leakage audit: train outcomes reach {last_train_outcome.date()}, the test window starts "
+                f"{test.date.min().date()} ({gap} trading days apart, embargo {config.embargo(cfg['states'])})"
+            )
+        return {
+            "states_checked": len(states),
+            "train_dates": [str(train.date.min().date()), str(train.date.max().date())],
+            "test_dates": [str(test.date.min().date()), str(test.date.max().date())],
+            "last_train_outcome": str(last_train_outcome.date()),
+            "embargo_trading_days": int(gap),
+        }
+
     parse = staticmethod(parse)
     reward = staticmethod(reward)
