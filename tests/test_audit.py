@@ -17,8 +17,20 @@ def _audit(base_run, tmp_path, states=None, outcomes=None):
     if outcomes is not None:
         outcomes.to_parquet(o := tmp_path / "outcomes.parquet")
     out = tmp_path / "audit.json"
-    proc = stage("audit", "--config", cfg, "--prices", base_run / "prices.parquet", "--states", s,
-                 "--outcomes", o, "--out", out, check=False)
+    proc = stage(
+        "audit",
+        "--config",
+        cfg,
+        "--prices",
+        base_run / "prices.parquet",
+        "--states",
+        s,
+        "--outcomes",
+        o,
+        "--out",
+        out,
+        check=False,
+    )
     return proc, out
 
 
@@ -40,7 +52,7 @@ def test_a_prompt_showing_the_next_days_return_fails_naming_the_state(base_run, 
     peek = 100 * (prices[t].iloc[i + 1] / prices[t].iloc[i] - 1)  # the return of day T+1
     lines = row.prompt.splitlines()
     head, values = lines[1].split(":", 1)
-    shifted = values.split()[1:] + [f"{peek:+.2f}"]
+    shifted = [*values.split()[1:], f"{peek:+.2f}"]
     lines[1] = f"{head}: " + " ".join(shifted)
     states.loc[victim, "prompt"] = "\n".join(lines)
     proc, out = _audit(base_run, tmp_path, states=states)

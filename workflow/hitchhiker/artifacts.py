@@ -18,6 +18,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+# Columns each artifact must hold for a stage to read it (the full schemas are in README.md).
+PRICES = ["date", "ticker", "close"]
+STATES = ["state_id", "split", "format", "date", "horizon", "tickers", "prompt"]
+OUTCOMES = ["state_id", "split", "format", "outcome_date", "tickers", "forward_returns"]
+ROLLOUTS = ["state_id", "round", "sample_idx", "temperature", "prompt_ids", "completion_ids", "logprobs", "completion"]
+PREDICTIONS = ["round", "mode", "state_id", "date", "reward"]
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path, is_dir: bool = False) -> Iterator[Path]:
@@ -33,6 +40,25 @@ def atomic_path(path: str | Path, is_dir: bool = False) -> Iterator[Path]:
         os.replace(target, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def read_parquet(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
+    """Read an artifact that must hold ``columns``; any problem is a one-line error naming it."""
+    from hitchhiker.cli import HitchhikerError
+
+    path = Path(path)
+    if not path.is_file():
+        raise HitchhikerError(f"input file {path} does not exist")
+    try:
+        df = pd.read_parquet(path)
+    except (OSError, ValueError, pa.ArrowException) as err:
+        raise HitchhikerError(
+            f"input file {path} is not a readable Parquet file ({str(err).splitlines()[0]})"
+        ) from None
+    missing = [c for c in columns or [] if c not in df.columns]
+    if missing:
+        raise HitchhikerError(f"input file {path} lacks column(s) {', '.join(missing)}: is it the right artifact?")
+    return df
 
 
 def write_parquet(df: pd.DataFrame | pa.Table, path: str | Path) -> None:

@@ -13,8 +13,6 @@ Usage:
 
 from __future__ import annotations
 
-import pandas as pd
-
 from hitchhiker import artifacts, cli, config, environments
 
 SECTIONS = ["run", "seed", "environment", "data", "states"]
@@ -31,11 +29,16 @@ def main(argv: list[str] | None = None) -> None:
     cfg = config.load(args.config, set(SECTIONS))
     env = environments.get(cfg["environment"])
     report = env.audit(
-        pd.read_parquet(args.prices), pd.read_parquet(args.states), pd.read_parquet(args.outcomes), cfg
+        artifacts.read_parquet(args.prices, artifacts.PRICES),
+        artifacts.read_parquet(args.states, artifacts.STATES),
+        artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES),
+        cfg,
     )
     artifacts.write_json(report, args.out)
-    print(f"audit: {report['states_checked']} states clean, splits {report['embargo_trading_days']} "
-          f"trading days apart -> {args.out}")
+    print(
+        f"audit: {report['states_checked']} states clean, splits {report['embargo_trading_days']} "
+        f"trading days apart -> {args.out}"
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ Usage:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hitchhiker import artifacts, cli, config, policy
 
 SECTIONS = ["run", "seed", "data", "model"]
@@ -29,7 +31,8 @@ def main(argv: list[str] | None = None) -> None:
             policy.build_tiny(out, cfg["model"], cfg["data"]["tickers"], cfg["seed"])
             policy.write_spec(out, "model", 0)
         else:
-            policy.write_spec(out, name, 0)
+            local = Path(name).expanduser()
+            policy.write_spec(out, str(local.resolve()) if local.is_dir() else name, 0)
             policy.load_tokenizer(out, cfg["model"])
     print(f"base_model: {name} -> {args.out}")
 

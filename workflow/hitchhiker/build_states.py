@@ -13,8 +13,6 @@ Usage:
 
 from __future__ import annotations
 
-import pandas as pd
-
 from hitchhiker import artifacts, cli, config, environments, policy
 
 SECTIONS = ["run", "seed", "environment", "data", "states", "model"]
@@ -30,7 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     cfg = config.load(args.config, set(SECTIONS))
     tok = policy.load_tokenizer(args.policy, cfg["model"])
-    prices = pd.read_parquet(args.prices)
+    prices = artifacts.read_parquet(args.prices, artifacts.PRICES)
     env = environments.get(cfg["environment"])
     states, outcomes = env.make_states(
         prices, cfg, lambda text: len(tok(policy.chat(tok, text), add_special_tokens=False).input_ids)

@@ -20,9 +20,15 @@ def run(main: Callable[[list[str] | None], None], argv: list[str] | None = None)
         sys.exit(2)
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        # argparse prints the whole usage block first; one line reads better in a job log
+        self.exit(2, f"hitchhiker: error: {self.prog}: {message} (see --help)\n")
+
+
 def parser(module_doc: str | None) -> argparse.ArgumentParser:
     """An argparse parser whose description is the stage module's docstring."""
-    return argparse.ArgumentParser(description=module_doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return _Parser(description=module_doc, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def add_config_arg(p: argparse.ArgumentParser) -> None:

@@ -95,10 +95,10 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     cfg = config.load(args.config, set(SECTIONS))
     ev, seed = cfg["evaluate"], cfg["seed"]
-    states = test_states(pd.read_parquet(args.states), ev["max_states"], seed)
+    states = test_states(artifacts.read_parquet(args.states, artifacts.STATES), ev["max_states"], seed)
     if states.empty:
         raise cli.HitchhikerError(f"{args.states} holds no test states")
-    outcomes = pd.read_parquet(args.outcomes)
+    outcomes = artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES)
     parts = []
     for mode, temp, n in (("greedy", 0.0, 1), ("sampled", cfg["rollout"]["temperature"], ev["samples_per_state"])):
         s = rollout.sample(

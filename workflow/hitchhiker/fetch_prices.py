@@ -48,6 +48,8 @@ def read_file(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise cli.HitchhikerError(f"price file {path} does not exist")
+    if path.stat().st_size == 0:
+        raise cli.HitchhikerError(f"price file {path} is empty")
     try:
         raw = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     except Exception as err:  # pandas raises many types for malformed files

@@ -30,6 +30,8 @@ SECTIONS = ["run", "seed", "model", "rollout", "train"]
 
 def replay(buffer: str, run: str, round_: int) -> pd.DataFrame:
     """Round ``round_``'s samples with their rewards, ordered by state and sample index."""
+    if not Path(buffer).is_file():
+        raise cli.HitchhikerError(f"replay buffer {buffer} does not exist")
     with duckdb.connect(buffer, read_only=True) as con:
         return con.execute(
             """SELECT r.state_id, r.sample_idx, r.prompt_ids, r.completion_ids, r.logprobs, s.reward

@@ -42,9 +42,11 @@ def load_tokenizer(policy_dir: str | Path, model_cfg: dict):
     from transformers import AutoTokenizer
 
     ref = model_ref(policy_dir)
+    if ref.startswith(("/", "./", "../", "~")) and not Path(ref).expanduser().is_dir():
+        raise HitchhikerError(f"config key model.name_or_path: directory {ref} does not exist")
     try:
         tok = AutoTokenizer.from_pretrained(ref, trust_remote_code=model_cfg["trust_remote_code"])
-    except OSError as err:
+    except (OSError, ValueError) as err:
         raise HitchhikerError(f"model {ref}: cannot load its tokenizer ({str(err).splitlines()[0]})") from None
     if not tok.chat_template:
         raise HitchhikerError(f"model {ref}: its tokenizer has no chat template (an instruct model is needed)")

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
         raise cli.HitchhikerError(f"--round {args.round}: rounds start at 1")
     ro = cfg["rollout"]
     rng = np.random.default_rng([cfg["seed"], args.round])
-    train = pd.read_parquet(args.states).query("split == 'train'").reset_index(drop=True)
+    train = artifacts.read_parquet(args.states, artifacts.STATES).query("split == 'train'").reset_index(drop=True)
     pick = np.sort(rng.permutation(len(train))[: ro["states_per_round"]])
     train = train.iloc[pick].reset_index(drop=True)
     eps = ro["temperature_eps"]

@@ -19,6 +19,7 @@ Usage:
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import duckdb
 import pandas as pd
@@ -75,12 +76,17 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     cfg = config.load(args.config, set(SECTIONS))
     run = cfg["run"]
-    rollouts = pd.read_parquet(args.rollouts)
+    if args.previous and not Path(args.previous).is_file():
+        raise cli.HitchhikerError(f"previous replay buffer {args.previous} does not exist")
+    rollouts = artifacts.read_parquet(args.rollouts, artifacts.ROLLOUTS)
     if set(rollouts["round"]) != {args.round}:
         raise cli.HitchhikerError(
             f"{args.rollouts} holds rounds {sorted(set(rollouts['round']))}, not --round {args.round}"
         )
-    states, outcomes = pd.read_parquet(args.states), pd.read_parquet(args.outcomes)
+    states, outcomes = (
+        artifacts.read_parquet(args.states, artifacts.STATES),
+        artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES),
+    )
     missing = set(rollouts["state_id"]) - set(outcomes["state_id"])
     if missing:
         raise cli.HitchhikerError(f"{args.rollouts}: state {min(missing)} has no outcome in {args.outcomes}")

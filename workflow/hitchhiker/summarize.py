@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     rounds = sorted((json.loads(Path(m).read_text()) for m in args.metrics), key=lambda m: m["round"])
     if rounds[0]["round"] != 0:
         raise cli.HitchhikerError("summarize needs the base policy's (round 0) metrics")
-    preds = pd.concat([pd.read_parquet(f) for f in args.predictions], ignore_index=True)
+    preds = pd.concat([artifacts.read_parquet(f, artifacts.PREDICTIONS) for f in args.predictions], ignore_index=True)
     diffs = {
         f"round_{m['round']}": {mode: paired_difference(preds, m["round"], mode) for mode in ("greedy", "sampled")}
         for m in rounds[1:]

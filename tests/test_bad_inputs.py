@@ -1,0 +1,171 @@
+"""The bad-input matrix: every case exits non-zero with one line naming the culprit, no
+traceback, and nothing written."""
+
+import shutil
+
+import pytest
+import yaml
+
+from conftest import stage, tiny_config, write_config
+
+
+def cfg_case(mutate, message, cmd="fetch_prices"):
+    def setup(tmp, base):
+        cfg = tiny_config()
+        mutate(cfg)
+        return cmd, cfg, message
+
+    return setup
+
+
+def file_case(content, message, tickers=("AAPL", "MSFT"), suffix=".csv"):
+    def setup(tmp, base):
+        path = tmp / f"prices{suffix}"
+        path.write_text(content) if isinstance(content, str) else path.write_bytes(content)
+        cfg = tiny_config(data={"source": "file", "path": str(path), "tickers": list(tickers)})
+        return "fetch_prices", cfg, message
+
+    return setup
+
+
+GOOD_ROWS = "date,ticker,close\n2016-01-04,AAPL,100\n2016-01-04,MSFT,50\n"
+
+CASES = {
+    # config
+    "unknown top-level key": cfg_case(lambda c: c.update(rouds=2), "unknown config key rouds"),
+    "mistyped nested key": cfg_case(lambda c: c["rollout"].update(temprature=0.7), "rollout.temprature"),
+    "wrong type": cfg_case(lambda c: c["rollout"].update(samples_per_state="8"), "rollout.samples_per_state"),
+    "train window inverted": cfg_case(
+        lambda c: c["states"]["train"].update(start="2018-12-31", end="2016-01-01"), "states.train: start"
+    ),
+    "test before train": cfg_case(
+        lambda c: c["states"]["test"].update(start="2015-01-01", end="2015-06-30"), "states.test.start"
+    ),
+    "windows overlap": cfg_case(lambda c: c["states"]["test"].update(start="2018-06-01"), "states.test.start"),
+    "horizon zero": cfg_case(lambda c: c["states"].update(horizon=0), "states.horizon"),
+    "horizon negative": cfg_case(lambda c: c["states"].update(horizon=-3), "states.horizon"),
+    "B below 2": cfg_case(lambda c: c["rollout"].update(samples_per_state=1), "rollout.samples_per_state"),
+    "eps negative": cfg_case(lambda c: c["rollout"].update(temperature_eps=-0.1), "rollout.temperature_eps"),
+    "eps not below temperature": cfg_case(
+        lambda c: c["rollout"].update(temperature_eps=0.7), "rollout.temperature_eps"
+    ),
+    "rounds zero": cfg_case(lambda c: c.update(rounds=0), "config key rounds"),
+    "empty ticker list": cfg_case(lambda c: c["data"].update(tickers=[]), "data.tickers"),
+    "pairwise with one ticker": cfg_case(lambda c: c["data"].update(tickers=["AAPL"]), "at least 2 tickers"),
+    "not a date": cfg_case(lambda c: c["states"]["train"].update(start="2016-02-30"), "states.train.start"),
+    "embargo shorter than horizon": cfg_case(lambda c: c["states"].update(embargo=1), "states.embargo"),
+    "unsafe run name": cfg_case(lambda c: c.update(run="a b;rm"), "config key run"),
+    "unsafe ticker": cfg_case(lambda c: c["data"].update(tickers=["AAPL", "$(reboot)"]), "data.tickers"),
+    "unknown ticker": cfg_case(lambda c: c["data"].update(tickers=["AAPL", "NOTATICKER"]), "NOTATICKER not in"),
+    "file source without path": cfg_case(lambda c: c["data"].update(source="file"), "data.path"),
+    "groups split across steps": cfg_case(
+        lambda c: c["train"].update(per_device_batch_size=6), "train.per_device_batch_size"
+    ),
+    "unknown environment": cfg_case(lambda c: c.update(environment="casino"), "config key environment"),
+    # data
+    "empty price file": file_case("", "is empty"),
+    "missing date column": file_case("day,ticker,close\n2016-01-04,AAPL,1\n", "no 'date' column"),
+    "bad dates": file_case("date,ticker,close\nyesterday,AAPL,1\n", "unreadable date"),
+    "only one ticker in the file": file_case("date,ticker,close\n2016-01-04,AAPL,100\n", "MSFT not in the file source"),
+    "all prices missing": file_case("date,ticker,close\n2016-01-04,AAPL,\n2016-01-04,MSFT,\n", "no prices for"),
+    "non-positive price": file_case(GOOD_ROWS + "2016-01-05,AAPL,0\n", "non-positive close"),
+    "duplicate rows": file_case(GOOD_ROWS + "2016-01-04,AAPL,101\n", "duplicate price row for AAPL"),
+    "price file missing": cfg_case(
+        lambda c: c["data"].update(source="file", path="/nonexistent/p.csv"), "/nonexistent/p.csv does not exist"
+    ),
+    "corrupt parquet": file_case(b"PAR1 not really", "cannot read", suffix=".parquet"),
+    # model
+    "model path missing": cfg_case(
+        lambda c: c["model"].update(name_or_path="/nonexistent/model"),
+        "directory /nonexistent/model does not exist",
+        cmd="base_model",
+    ),
+    "model.tiny shape": cfg_case(
+        lambda c: c["model"]["tiny"].update(hidden_size=30, num_heads=4), "model.tiny.hidden_size", cmd="base_model"
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input(case, tmp_path, base_run):
+    cmd, cfg, message = CASES[case](tmp_path, base_run)
+    path = write_config(tmp_path / "config.yaml", cfg)
+    before = set(tmp_path.rglob("*"))
+    proc = stage(cmd, "--config", path, "--out", tmp_path / "out", check=False)
+    _assert_one_line_error(proc, message)
+    assert set(tmp_path.rglob("*")) == before, "something was written"
+
+
+def test_tokenizer_without_chat_template(tmp_path, base_run):
+    model = tmp_path / "model"
+    shutil.copytree(base_run / "policy" / "round_0" / "model", model)
+    (model / "chat_template.jinja").unlink()
+    cfg = write_config(tmp_path / "config.yaml", tiny_config(model={"name_or_path": str(model)}))
+    proc = stage("base_model", "--config", cfg, "--out", tmp_path / "out", check=False)
+    _assert_one_line_error(proc, "has no chat template")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["fetch_prices", "--config", "C"], "the following arguments are required: --out"),
+        (
+            ["rollout", "--config", "C", "--round", "x", "--states", "S", "--policy", "P", "--out", "O"],
+            "argument --round: invalid int value",
+        ),
+        (
+            ["rollout", "--config", "C", "--round", "0", "--states", "S", "--policy", "P", "--out", "O"],
+            "--round 0: rounds start at 1",
+        ),
+        (
+            ["rollout", "--config", "C", "--round", "1", "--states", "missing.parquet", "--policy", "P", "--out", "O"],
+            "missing.parquet does not exist",
+        ),
+        (
+            ["rollout", "--config", "C", "--round", "1", "--states", "S", "--policy", "nopolicy", "--out", "O"],
+            "nopolicy: no policy.json",
+        ),
+        (
+            [
+                "score",
+                "--config",
+                "C",
+                "--round",
+                "1",
+                "--rollouts",
+                "S",
+                "--states",
+                "S",
+                "--outcomes",
+                "S",
+                "--out",
+                "O",
+            ],
+            "holds rounds",
+        ),
+        (
+            ["grpo_train", "--config", "C", "--round", "1", "--buffer", "none.duckdb", "--policy", "P", "--out", "O"],
+            "replay buffer none.duckdb does not exist",
+        ),
+        (["fetch_prices", "--config", "missing.yaml", "--out", "O"], "config file missing.yaml does not exist"),
+        (["fetch_prices", "--config", "{not json", "--out", "O"], "--config: not valid JSON"),
+        (["fetch_prices", "--config", "LIST", "--out", "O"], "is not a mapping"),
+    ],
+)
+def test_bad_cli_arguments(args, message, tmp_path, base_run, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_config(tmp_path / "C", tiny_config())
+    (tmp_path / "LIST").write_text(yaml.safe_dump([1, 2]))
+    subs = {"S": base_run / "states.parquet", "P": base_run / "policy" / "round_0", "O": tmp_path / "O"}
+    proc = stage(*[subs.get(a, a) for a in args], check=False)
+    _assert_one_line_error(proc, message)
+    assert not (tmp_path / "O").exists()
+
+
+def _assert_one_line_error(proc, message):
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hitchhiker: error:"), proc.stderr
+    assert message in lines[0], lines[0]
+    assert "Traceback" not in proc.stderr
