@@ -142,7 +142,7 @@ def test_tokenizer_without_chat_template(tmp_path, base_run):
                 "--out",
                 "O",
             ],
-            "holds rounds",
+            "lacks column(s) round",
         ),
         (
             ["grpo_train", "--config", "C", "--round", "1", "--buffer", "none.duckdb", "--policy", "P", "--out", "O"],
