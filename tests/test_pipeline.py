@@ -147,3 +147,24 @@ def test_bad_config_stops_before_any_work(tmp_path, mutate, message):
     assert len(errors) == 1 and message in errors[0], proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_same_config_and_seed_give_identical_artifacts(pipeline, tmp_path):
+    d, res = pipeline
+    write_config(tmp_path / "config.yaml", CFG)
+    snakemake(tmp_path)
+    again = tmp_path / "results" / "tiny"
+    for name in ("prices.parquet", "states.parquet", "outcomes.parquet", "metrics.json", "audit.json"):
+        assert (res / name).read_bytes() == (again / name).read_bytes(), name
+    for r in (1, 2):
+        for rel in (f"rollouts/round_{r}.parquet", f"policy/round_{r}/model/model.safetensors"):
+            assert (res / rel).read_bytes() == (again / rel).read_bytes(), rel
+    for r in (0, 1, 2):
+        rel = f"eval/round_{r}/predictions.parquet"
+        pd.testing.assert_frame_equal(pd.read_parquet(res / rel), pd.read_parquet(again / rel))
+    for table in ("states", "outcomes", "rollouts", "scores"):
+        frames = []
+        for root in (res, again):
+            with duckdb.connect(str(root / "buffer" / "round_2.duckdb"), read_only=True) as con:
+                frames.append(con.execute(f"SELECT * FROM {table} ORDER BY ALL").df())
+        pd.testing.assert_frame_equal(*frames)

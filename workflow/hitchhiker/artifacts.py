@@ -31,6 +31,8 @@ def atomic_path(path: str | Path, is_dir: bool = False) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; move it onto ``path`` only on success."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{path.name}.*"):  # left by a writer that was killed
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     target = tmp if is_dir else tmp / path.name
     try:

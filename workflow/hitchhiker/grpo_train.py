@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> None:
         else None
     )
     out = Path(args.out)
-    work = out.parent / f".{out.name}.trainer"
+    work = out.parent / f".{out.name}-trainer"  # TRL's output_dir; a killed run's is discarded
+    shutil.rmtree(work, ignore_errors=True)
     args_trl = GRPOConfig(
         output_dir=str(work),
         per_device_train_batch_size=tr["per_device_batch_size"],

@@ -1,3 +1,4 @@
+import shlex
 import sys
 
 from snakemake.utils import validate

@@ -28,7 +28,7 @@ rule score:
         f"{RESULTS}/buffer/round_{{r}}.duckdb",
     params:
         cfg=cfg("environment", "reward"),
-        previous=lambda w, input: f"--previous {input.previous[0]}" if input.previous else "",
+        previous=lambda w, input: f"--previous {shlex.quote(input.previous[0])}" if input.previous else "",
     log:
         f"{RESULTS}/logs/score_round_{{r}}.log",
     benchmark:
