@@ -19,8 +19,9 @@ def _snakemake_cmd(d):
 
 def _kill_when_running(d, stage, whole_run):
     """Start the pipeline; SIGKILL the ``stage`` job (or the whole run) once it has started."""
-    proc = subprocess.Popen(_snakemake_cmd(d), cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        _snakemake_cmd(d), cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.time() + 240
     victim = None
     while victim is None and time.time() < deadline and proc.poll() is None:
@@ -65,8 +66,9 @@ def test_killed_stages_leave_no_half_artifacts_and_the_rerun_completes(tmp_path)
     for parquet in res.rglob("*.parquet"):
         assert len(pd.read_parquet(parquet)) > 0
     with duckdb.connect(str(res / "buffer" / "round_2.duckdb"), read_only=True) as con:
-        counts = con.execute("SELECT round, count(*), count(DISTINCT (state_id, sample_idx)) FROM scores "
-                             "GROUP BY round ORDER BY round").fetchall()
+        counts = con.execute(
+            "SELECT round, count(*), count(DISTINCT (state_id, sample_idx)) FROM scores GROUP BY round ORDER BY round"
+        ).fetchall()
     assert counts == [(1, 32, 32), (2, 32, 32)]
     assert (res / "metrics.json").exists()
     # temporaries of killed writers are swept by the next writer of the same artifact

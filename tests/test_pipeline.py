@@ -150,7 +150,7 @@ def test_bad_config_stops_before_any_work(tmp_path, mutate, message):
 
 
 def test_same_config_and_seed_give_identical_artifacts(pipeline, tmp_path):
-    d, res = pipeline
+    _, res = pipeline
     write_config(tmp_path / "config.yaml", CFG)
     snakemake(tmp_path)
     again = tmp_path / "results" / "tiny"
