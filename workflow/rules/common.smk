@@ -14,7 +14,9 @@ try:
     _have = available_tickers(config["data"])
     if _have is not None and set(config["data"]["tickers"]) - _have:
         _bad = ", ".join(sorted(set(config["data"]["tickers"]) - _have))
-        raise HitchhikerError(f"config key data.tickers: {_bad} not in the {config['data']['source']} source")
+        raise HitchhikerError(
+            f"config key data.tickers: {_bad} not in the {config['data']['source']} source"
+        )
 except HitchhikerError as err:
     sys.exit(f"hitchhiker: error: {err}")
 validate(config, "../schemas/config.schema.yaml")

@@ -5,17 +5,21 @@ localrules:
 rule fetch_prices:
     input:
         **({"sample": SAMPLE} if config["data"]["source"] == "sample" else {}),
-        **({"file": config["data"]["path"]} if config["data"]["source"] == "file" else {}),
+        **(
+            {"file": config["data"]["path"]}
+            if config["data"]["source"] == "file"
+            else {}
+        ),
     output:
         f"{RESULTS}/prices.parquet",
-    params:
-        cfg=cfg("data", "states"),
     log:
         f"{RESULTS}/logs/fetch_prices.log",
     benchmark:
         f"{RESULTS}/benchmarks/fetch_prices.tsv"
     conda:
         "../../envs/data.yaml"
+    params:
+        cfg=cfg("data", "states"),
     shell:
         "python -m hitchhiker.fetch_prices --config {params.cfg:q} --out {output:q} 2>&1 | tee {log:q}"
 
@@ -23,14 +27,14 @@ rule fetch_prices:
 rule base_model:
     output:
         directory(policy(0)),
-    params:
-        cfg=cfg("seed", "data", "model"),
     log:
         f"{RESULTS}/logs/base_model.log",
     benchmark:
         f"{RESULTS}/benchmarks/base_model.tsv"
     conda:
         "../../envs/train.yaml"
+    params:
+        cfg=cfg("seed", "data", "model"),
     shell:
         "python -m hitchhiker.base_model --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
@@ -42,14 +46,14 @@ rule build_states:
     output:
         states=f"{RESULTS}/states.parquet",
         outcomes=f"{RESULTS}/outcomes.parquet",
-    params:
-        cfg=cfg("seed", "environment", "data", "states", "model"),
     log:
         f"{RESULTS}/logs/build_states.log",
     benchmark:
         f"{RESULTS}/benchmarks/build_states.tsv"
     conda:
         "../../envs/data.yaml"
+    params:
+        cfg=cfg("seed", "environment", "data", "states", "model"),
     shell:
         "python -m hitchhiker.build_states --config {params.cfg:q} --prices {input.prices:q}"
         " --policy {input.policy:q} --states {output.states:q} --outcomes {output.outcomes:q} > {log:q} 2>&1"
@@ -62,14 +66,14 @@ rule audit:
         outcomes=f"{RESULTS}/outcomes.parquet",
     output:
         f"{RESULTS}/audit.json",
-    params:
-        cfg=cfg("seed", "environment", "data", "states"),
     log:
         f"{RESULTS}/logs/audit.log",
     benchmark:
         f"{RESULTS}/benchmarks/audit.tsv"
     conda:
         "../../envs/data.yaml"
+    params:
+        cfg=cfg("seed", "environment", "data", "states"),
     shell:
         "python -m hitchhiker.audit --config {params.cfg:q} --prices {input.prices:q} --states {input.states:q}"
         " --outcomes {input.outcomes:q} --out {output:q} 2>&1 | tee {log:q}"

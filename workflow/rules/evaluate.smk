@@ -7,14 +7,14 @@ rule evaluate:
     output:
         predictions=f"{RESULTS}/eval/round_{{e}}/predictions.parquet",
         metrics=f"{RESULTS}/eval/round_{{e}}/metrics.json",
-    params:
-        cfg=cfg("seed", "environment", "model", "rollout", "reward", "evaluate"),
     log:
         f"{RESULTS}/logs/evaluate_round_{{e}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/evaluate_round_{{e}}.tsv"
     conda:
         "../../envs/evaluate.yaml"
+    params:
+        cfg=cfg("seed", "environment", "model", "rollout", "reward", "evaluate"),
     shell:
         "python -m hitchhiker.evaluate --config {params.cfg:q} --round {wildcards.e} --states {input.states:q}"
         " --outcomes {input.outcomes:q} --policy {input.policy:q} --predictions {output.predictions:q}"
@@ -23,7 +23,9 @@ rule evaluate:
 
 rule summarize:
     input:
-        predictions=expand(f"{RESULTS}/eval/round_{{e}}/predictions.parquet", e=[0, *ROUNDS]),
+        predictions=expand(
+            f"{RESULTS}/eval/round_{{e}}/predictions.parquet", e=[0, *ROUNDS]
+        ),
         metrics=expand(f"{RESULTS}/eval/round_{{e}}/metrics.json", e=[0, *ROUNDS]),
     output:
         json=f"{RESULTS}/metrics.json",

@@ -5,14 +5,14 @@ rule rollout:
         policy=lambda w: policy(int(w.r) - 1),
     output:
         f"{RESULTS}/rollouts/round_{{r}}.parquet",
-    params:
-        cfg=cfg("seed", "model", "rollout"),
     log:
         f"{RESULTS}/logs/rollout_round_{{r}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/rollout_round_{{r}}.tsv"
     conda:
         "../../envs/rollout.yaml"
+    params:
+        cfg=cfg("seed", "model", "rollout"),
     shell:
         "python -m hitchhiker.rollout --config {params.cfg:q} --round {wildcards.r} --states {input.states:q}"
         " --policy {input.policy:q} --out {output:q} > {log:q} 2>&1"
@@ -23,18 +23,22 @@ rule score:
         rollouts=f"{RESULTS}/rollouts/round_{{r}}.parquet",
         states=f"{RESULTS}/states.parquet",
         outcomes=f"{RESULTS}/outcomes.parquet",
-        previous=lambda w: [f"{RESULTS}/buffer/round_{int(w.r) - 1}.duckdb"] if int(w.r) > 1 else [],
+        previous=lambda w: (
+            [f"{RESULTS}/buffer/round_{int(w.r) - 1}.duckdb"] if int(w.r) > 1 else []
+        ),
     output:
         f"{RESULTS}/buffer/round_{{r}}.duckdb",
-    params:
-        cfg=cfg("environment", "reward"),
-        previous=lambda w, input: f"--previous {shlex.quote(input.previous[0])}" if input.previous else "",
     log:
         f"{RESULTS}/logs/score_round_{{r}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/score_round_{{r}}.tsv"
     conda:
         "../../envs/data.yaml"
+    params:
+        cfg=cfg("environment", "reward"),
+        previous=lambda w, input: (
+            f"--previous {shlex.quote(input.previous[0])}" if input.previous else ""
+        ),
     shell:
         "python -m hitchhiker.score --config {params.cfg:q} --round {wildcards.r} --rollouts {input.rollouts:q}"
         " --states {input.states:q} --outcomes {input.outcomes:q} {params.previous} --out {output:q} > {log:q} 2>&1"

@@ -4,15 +4,17 @@ rule grpo_train:
         policy=lambda w: policy(int(w.r) - 1),
     output:
         directory(f"{RESULTS}/policy/round_{{r}}"),
-    params:
-        cfg=cfg("seed", "model", "rollout", "train"),
-        nproc=config["train"]["num_processes"],
     log:
         f"{RESULTS}/logs/grpo_train_round_{{r}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/grpo_train_round_{{r}}.tsv"
     conda:
         "../../envs/train.yaml"
+    params:
+        cfg=cfg("seed", "model", "rollout", "train"),
+        # one process per GPU the job was given, else train.num_processes (CPU workers)
+        nproc=lambda w, resources: resources.get("gpu", 0)
+        or config["train"]["num_processes"],
     shell:
         "accelerate launch --num_processes {params.nproc} --num_machines 1 --mixed_precision no"
         " --dynamo_backend no -m hitchhiker.grpo_train --config {params.cfg:q} --round {wildcards.r}"
