@@ -1,6 +1,7 @@
 """End to end: the real Snakemake DAG on a tiny config, every artifact checked by content."""
 
 import json
+import os
 
 import duckdb
 import numpy as np
@@ -127,6 +128,31 @@ def test_nothing_left_to_do_and_a_rollout_change_reruns_only_what_follows(pipeli
     rules = {line.split()[0] for line in out.splitlines() if line.strip() and line.split()[-1].isdigit()}
     assert {"rollout", "score", "grpo_train", "evaluate", "summarize"} <= rules
     assert not rules & {"fetch_prices", "base_model", "build_states"}
+
+
+@pytest.mark.parametrize(
+    "module, rerun",
+    [
+        # round 2's rollout uses the policy trained on round 1's scores, so it follows score
+        ("score", {"score", "grpo_train", "rollout", "evaluate", "summarize"}),
+        ("evaluate", {"evaluate", "summarize"}),
+        ("environments/market", {"build_states", "audit", "rollout", "score", "grpo_train", "evaluate", "summarize"}),
+    ],
+)
+def test_a_code_change_reruns_that_stage_and_what_follows(pipeline, module, rerun):
+    d, _ = pipeline
+    src = ROOT / "workflow" / "hitchhiker" / f"{module}.py"
+    original = src.read_bytes()
+    stat = src.stat()
+    # an edit, not a touch: Snakemake skips inputs whose content it has seen before
+    src.write_bytes(original + b"# edited\n")
+    try:
+        out = snakemake(d, "-n", "--quiet", "rules").stdout
+    finally:
+        src.write_bytes(original)
+        os.utime(src, (stat.st_atime, stat.st_mtime))
+    rules = {line.split()[0] for line in out.splitlines() if line.strip() and line.split()[-1].isdigit()}
+    assert rules - {"all", "total"} == rerun
 
 
 @pytest.mark.parametrize(

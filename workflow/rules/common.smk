@@ -35,5 +35,10 @@ def cfg(*sections):
     return hh_config.subset(config, ["run", *sections])
 
 
+def code(*modules):
+    """A stage's own source files as inputs: editing one reruns that stage and what follows."""
+    return [f"{workflow.basedir}/workflow/hitchhiker/{m}.py" for m in modules]
+
+
 def policy(r):
     return f"{RESULTS}/policy/round_{r}"

@@ -10,6 +10,7 @@ rule fetch_prices:
             if config["data"]["source"] == "file"
             else {}
         ),
+        code=code("fetch_prices"),
     output:
         f"{RESULTS}/prices.parquet",
     log:
@@ -25,6 +26,8 @@ rule fetch_prices:
 
 
 rule base_model:
+    input:
+        code=code("base_model", "policy"),
     output:
         directory(policy(0)),
     log:
@@ -41,6 +44,7 @@ rule base_model:
 
 rule build_states:
     input:
+        code=code("build_states", "environments/market", "environments/synthetic"),
         prices=f"{RESULTS}/prices.parquet",
         policy=policy(0),
     output:
@@ -61,6 +65,7 @@ rule build_states:
 
 rule audit:
     input:
+        code=code("audit", "environments/market", "environments/synthetic"),
         prices=f"{RESULTS}/prices.parquet",
         states=f"{RESULTS}/states.parquet",
         outcomes=f"{RESULTS}/outcomes.parquet",

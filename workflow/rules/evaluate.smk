@@ -1,5 +1,6 @@
 rule evaluate:
     input:
+        code=code("evaluate", "rollout", "generation", "score"),
         states=f"{RESULTS}/states.parquet",
         outcomes=f"{RESULTS}/outcomes.parquet",
         audit=f"{RESULTS}/audit.json",
@@ -23,6 +24,7 @@ rule evaluate:
 
 rule summarize:
     input:
+        code=code("summarize"),
         predictions=expand(
             f"{RESULTS}/eval/round_{{e}}/predictions.parquet", e=[0, *ROUNDS]
         ),

@@ -1,5 +1,6 @@
 rule rollout:
     input:
+        code=code("rollout", "generation", "policy"),
         states=f"{RESULTS}/states.parquet",
         audit=f"{RESULTS}/audit.json",
         policy=lambda w: policy(int(w.r) - 1),
@@ -20,6 +21,7 @@ rule rollout:
 
 rule score:
     input:
+        code=code("score", "environments/market"),
         rollouts=f"{RESULTS}/rollouts/round_{{r}}.parquet",
         states=f"{RESULTS}/states.parquet",
         outcomes=f"{RESULTS}/outcomes.parquet",

@@ -1,5 +1,6 @@
 rule grpo_train:
     input:
+        code=code("grpo_train", "policy"),
         buffer=f"{RESULTS}/buffer/round_{{r}}.duckdb",
         policy=lambda w: policy(int(w.r) - 1),
     output:
