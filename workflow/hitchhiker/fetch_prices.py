@@ -35,10 +35,14 @@ def _tidy(wide_or_long: pd.DataFrame, origin: str) -> pd.DataFrame:
         df = df.rename(columns={cols["ticker"]: "ticker", cols["close"]: "close"})
     else:
         df = df.melt(id_vars="date", var_name="ticker", value_name="close")
-    try:
-        df["date"] = pd.to_datetime(df["date"], format="ISO8601").dt.tz_localize(None).dt.normalize()
-    except (ValueError, TypeError) as err:
-        raise cli.HitchhikerError(f"{origin}: unreadable date ({str(err).splitlines()[0]})") from None
+    dates = pd.to_datetime(df["date"], format="ISO8601", errors="coerce", utc=True)
+    bad = dates.isna()
+    if bad.any():
+        row = int(bad.to_numpy().argmax())
+        raise cli.HitchhikerError(
+            f"{origin}: unreadable date {df['date'].iloc[row]!r} in row {row + 1} (want YYYY-MM-DD)"
+        )
+    df["date"] = dates.dt.tz_localize(None).dt.normalize()
     df["close"] = pd.to_numeric(df["close"], errors="coerce")
     df["ticker"] = df["ticker"].astype(str)
     return df[["date", "ticker", "close"]]
