@@ -19,3 +19,4 @@ rule all:
     input:
         f"{RESULTS}/metrics.json",
         f"{RESULTS}/learning_curve.png",
+        f"{RESULTS}/equity_curves.png",

@@ -113,6 +113,15 @@ def test_policies_and_evaluation(pipeline):
     assert [m["round"] for m in summary["rounds"]] == [0, 1, 2]
     assert set(summary["reward_minus_base"]) == {"round_1", "round_2"}
     assert (res / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert (res / "equity_curves.png").read_bytes()[:4] == b"\x89PNG"
+    names = {"random", "always_first", "equal_weight", "momentum", "mean_reversion"}
+    assert set(summary["baselines"]) == names
+    for stats in summary["baselines"].values():
+        lo, hi = stats["mean_reward"]["ci95"]
+        assert stats["n"] == 6 and lo <= stats["mean_reward"]["mean"] <= hi
+        assert stats["max_drawdown"] >= 0
+    assert summary["reward_minus_baseline"]["round"] == 2
+    assert set(summary["reward_minus_baseline"]["greedy"]) == names
 
 
 def test_nothing_left_to_do_and_a_rollout_change_reruns_only_what_follows(pipeline):

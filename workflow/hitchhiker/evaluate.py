@@ -10,8 +10,10 @@ Metrics, per decoding mode:
                   higher realised return; among valid long/short answers, the share whose
                   direction matched the realised return's sign (flat answers excluded)
   mean_reward     mean dollar reward per decision, invalid answers at the penalty
-Each with a 95% interval from a bootstrap over decision dates (states on the same date
-share a market, so they are resampled together).
+  hit_rate, median_reward, and the Sharpe and maximum drawdown of the portfolio the
+  decisions induce (hitchhiker/metrics.py says how overlapping horizons are handled).
+Intervals are 95%, from a block bootstrap over decision dates (states on the same date
+share a market, and overlapping horizons share days, so they are resampled together).
 
 Usage:
   python -m hitchhiker.evaluate --config config.yaml --round 1 --states results/default/states.parquet \\
@@ -25,9 +27,9 @@ import numpy as np
 import pandas as pd
 
 from hitchhiker import artifacts, cli, config, rollout, score
+from hitchhiker.metrics import decision_stats
 
-SECTIONS = ["run", "seed", "environment", "model", "rollout", "reward", "evaluate"]
-BOOTSTRAP = 2000
+SECTIONS = ["run", "seed", "environment", "states", "model", "rollout", "reward", "evaluate"]
 
 
 def test_states(states: pd.DataFrame, max_states: int, seed: int) -> pd.DataFrame:
@@ -53,31 +55,12 @@ def correct(preds: pd.DataFrame, outcomes: pd.DataFrame) -> pd.Series:
     return pd.Series(out, index=preds.index)
 
 
-def bootstrap_ci(values: pd.Series, dates: pd.Series, seed: int) -> tuple[float, float, float]:
-    """Mean and 95% percentile interval, resampling whole decision dates."""
-    frame = pd.DataFrame({"v": values.to_numpy(), "d": dates.to_numpy()}).dropna()
-    if frame.empty:
-        return (np.nan, np.nan, np.nan)
-    by_date = frame.groupby("d")["v"].agg(["sum", "count"])
-    sums, counts = by_date["sum"].to_numpy(), by_date["count"].to_numpy()
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(sums), size=(BOOTSTRAP, len(sums)))
-    means = sums[draws].sum(1) / counts[draws].sum(1)
-    lo, hi = np.percentile(means, [2.5, 97.5])
-    return float(sums.sum() / counts.sum()), float(lo), float(hi)
-
-
-def metrics(preds: pd.DataFrame, seed: int) -> dict:
+def metrics(preds: pd.DataFrame, states_cfg: dict, seed: int) -> dict:
+    h, stride = states_cfg["horizon"], states_cfg["stride"]
     out = {}
     for mode, part in preds.groupby("mode"):
-        m = {"n": len(part), "states": int(part.state_id.nunique())}
-        for name, col in (
-            ("valid_rate", part.valid.astype(float)),
-            ("accuracy", part.correct),
-            ("mean_reward", part.reward),
-        ):
-            mean, lo, hi = bootstrap_ci(col, part.date, seed)
-            m[name] = {"mean": mean, "ci95": [lo, hi]}
+        m = decision_stats(part, h, stride, seed)
+        m["states"] = int(part.state_id.nunique())
         m["invalid_reasons"] = part.invalid_reason.dropna().value_counts().to_dict()
         out[mode] = m
     return out
@@ -112,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     preds = preds.merge(states[["state_id", "date", "format", "tickers"]], on="state_id")
     preds.insert(0, "round", args.round)
     preds = preds.drop(columns=["prompt_ids", "completion_ids", "logprobs"])
-    result = {"round": args.round, "policy": args.policy, **metrics(preds, seed)}
+    result = {"round": args.round, "policy": args.policy, **metrics(preds, cfg["states"], seed)}
     artifacts.write_parquet(preds, args.predictions)
     artifacts.write_json(result, args.metrics)
     g = result["greedy"]

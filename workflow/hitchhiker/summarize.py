@@ -1,13 +1,22 @@
-"""summarize: the run's headline numbers and learning curve from every round's evaluation.
+"""summarize: the run's headline table, baselines, paired differences and plots.
 
-Writes metrics.json (each round's metrics, and the paired difference of every trained
-round against the base policy on the same states, with a 95% date-bootstrap interval) and
-learning_curve.png (valid rate, accuracy and mean reward per round, with intervals).
+Reads every round's evaluation and scores simple baselines (random, always first,
+equal weight, momentum, mean reversion; see the environment's ``baselines``) on the same
+test states. Writes metrics.json:
+  rounds               each policy's metrics (round 0 = base), greedy and sampled
+  baselines            the same statistics for each baseline
+  reward_minus_base    each trained round minus the base policy, paired state by state
+  reward_minus_baseline  the last round minus each baseline, paired state by state
+every mean with a 95% block-bootstrap interval over decision dates; learning_curve.png
+(valid rate, accuracy, mean reward per round, with intervals) and equity_curves.png (the
+portfolio of the last round's greedy decisions against the baselines').
 
 Usage:
-  python -m hitchhiker.summarize --predictions results/default/eval/round_*/predictions.parquet \\
+  python -m hitchhiker.summarize --config config.yaml --states results/default/states.parquet \\
+      --outcomes results/default/outcomes.parquet \\
+      --predictions results/default/eval/round_*/predictions.parquet \\
       --metrics results/default/eval/round_*/metrics.json --out-json results/default/metrics.json \\
-      --out-plot results/default/learning_curve.png
+      --out-plot results/default/learning_curve.png --out-equity results/default/equity_curves.png
 """
 
 from __future__ import annotations
@@ -19,39 +28,80 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
-from hitchhiker import artifacts, cli, evaluate
+from hitchhiker import artifacts, cli, config, environments
+from hitchhiker.metrics import decision_stats, paired_difference, portfolio_returns
+
+SECTIONS = ["run", "seed", "environment", "states"]
+MODES = ("greedy", "sampled")
 
 
-def paired_difference(preds: pd.DataFrame, round_: int, mode: str) -> dict:
-    """Mean reward of round ``round_`` minus the base policy's, state by state."""
-    part = preds[preds["mode"] == mode]
-    per_state = part.groupby(["round", "state_id", "date"])["reward"].mean().unstack("round")
-    diff = per_state[round_] - per_state[0]
-    mean, lo, hi = evaluate.bootstrap_ci(diff, diff.index.get_level_values("date").to_series(), seed=0)
-    return {"mean": mean, "ci95": [lo, hi]}
+def per_state(preds: pd.DataFrame, round_: int, mode: str) -> pd.Series:
+    """Mean reward per (state, date) of one policy and decoding mode."""
+    part = preds[(preds["round"] == round_) & (preds["mode"] == mode)]
+    return part.groupby(["state_id", "date"])["reward"].mean()
 
 
-def plot(rounds: list[dict], path) -> None:
+def baseline_rewards(states: pd.DataFrame, outcomes: pd.DataFrame, env) -> pd.DataFrame:
+    """One row per (baseline, state): date and reward."""
+    fwd = outcomes.set_index("state_id").loc[states.state_id, "forward_returns"].to_numpy()
+    rows = []
+    for name, weights in env.baselines(states).items():
+        rewards = [float(np.dot(w, r)) for w, r in zip(weights, fwd, strict=True)]
+        rows.append(
+            pd.DataFrame(
+                {
+                    "baseline": name,
+                    "state_id": states.state_id.to_numpy(),
+                    "date": states.date.to_numpy(),
+                    "reward": rewards,
+                }
+            )
+        )
+    return pd.concat(rows, ignore_index=True)
+
+
+def _interval_plot(ax, xs, stats, color, label):
+    ax.plot(xs, [s["mean"] for s in stats], "o-", color=color, label=label)
+    ax.fill_between(xs, [s["ci95"][0] for s in stats], [s["ci95"][1] for s in stats], color=color, alpha=0.2)
+
+
+def plot_learning_curve(rounds: list[dict], path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
-    for ax, key, title in zip(
-        axes,
-        ("valid_rate", "accuracy", "mean_reward"),
-        ("valid answers", "accuracy (valid answers)", "mean reward per decision ($)"),
-        strict=True,
-    ):
-        for mode, color in (("greedy", "tab:blue"), ("sampled", "tab:orange")):
-            xs = [m["round"] for m in rounds]
-            mean = [m[mode][key]["mean"] for m in rounds]
-            lo = [m[mode][key]["ci95"][0] for m in rounds]
-            hi = [m[mode][key]["ci95"][1] for m in rounds]
-            ax.plot(xs, mean, "o-", color=color, label=mode)
-            ax.fill_between(xs, lo, hi, color=color, alpha=0.2)
+    titles = {
+        "valid_rate": "valid answers",
+        "accuracy": "accuracy (valid answers)",
+        "mean_reward": "mean reward per decision ($)",
+    }
+    xs = [m["round"] for m in rounds]
+    for ax, (key, title) in zip(axes, titles.items(), strict=True):
+        for mode, color in zip(MODES, ("tab:blue", "tab:orange"), strict=True):
+            _interval_plot(ax, xs, [m[mode][key] for m in rounds], color, mode)
         ax.set_title(title)
         ax.set_xlabel("round (0 = base model)")
-        ax.set_xticks([m["round"] for m in rounds])
+        ax.set_xticks(xs)
     axes[0].legend()
+    fig.tight_layout()
+    with artifacts.atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+
+
+def plot_equity(curves: dict[str, pd.Series], path) -> None:
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for name, returns in curves.items():
+        ax.plot(
+            returns.index,
+            np.cumprod(1 + returns.to_numpy()),
+            label=name,
+            linewidth=2.5 if name.startswith("round") else 1.2,
+        )
+    ax.set_ylabel("equity ($1 at the start)")
+    ax.set_title("portfolio induced by each policy's decisions on the test dates")
+    ax.legend(fontsize=8)
+    fig.autofmt_xdate()
     fig.tight_layout()
     with artifacts.atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
@@ -60,28 +110,71 @@ def plot(rounds: list[dict], path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     p = cli.parser(__doc__)
+    cli.add_config_arg(p)
+    p.add_argument("--states", required=True)
+    p.add_argument("--outcomes", required=True)
     p.add_argument("--predictions", nargs="+", required=True)
     p.add_argument("--metrics", nargs="+", required=True)
     p.add_argument("--out-json", required=True)
     p.add_argument("--out-plot", required=True)
+    p.add_argument("--out-equity", required=True)
     args = p.parse_args(argv)
+    cfg = config.load(args.config, set(SECTIONS))
+    h, stride, seed = cfg["states"]["horizon"], cfg["states"]["stride"], cfg["seed"]
     rounds = sorted((json.loads(Path(m).read_text()) for m in args.metrics), key=lambda m: m["round"])
     if rounds[0]["round"] != 0:
         raise cli.HitchhikerError("summarize needs the base policy's (round 0) metrics")
     preds = pd.concat([artifacts.read_parquet(f, artifacts.PREDICTIONS) for f in args.predictions], ignore_index=True)
-    diffs = {
-        f"round_{m['round']}": {mode: paired_difference(preds, m["round"], mode) for mode in ("greedy", "sampled")}
-        for m in rounds[1:]
-    }
-    summary = {"rounds": rounds, "reward_minus_base": diffs}
-    artifacts.write_json(summary, args.out_json)
-    plot(rounds, args.out_plot)
-    last = rounds[-1]["round"]
-    d = diffs[f"round_{last}"]["greedy"]
-    print(
-        f"summarize: round {last} - base, greedy mean reward {d['mean']:+.4f} "
-        f"[{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}] -> {args.out_json}"
+    states = artifacts.read_parquet(args.states, artifacts.STATES).set_index("state_id")
+    evaluated = states.loc[sorted(preds.state_id.unique())].reset_index()
+    base_rows = baseline_rewards(
+        evaluated, artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES), environments.get(cfg["environment"])
     )
+    baselines = {name: decision_stats(part, h, stride, seed) for name, part in base_rows.groupby("baseline")}
+
+    last = rounds[-1]["round"]
+    base = {mode: per_state(preds, 0, mode) for mode in MODES}
+    minus_base, minus_baseline = {}, {}
+    for m in rounds[1:]:
+        minus_base[f"round_{m['round']}"] = {}
+        for mode in MODES:
+            cur = per_state(preds, m["round"], mode)
+            minus_base[f"round_{m['round']}"][mode] = paired_difference(
+                cur, base[mode], cur.index.get_level_values("date"), h, stride, seed
+            )
+    for mode in MODES:
+        cur = per_state(preds, last, mode)
+        minus_baseline[mode] = {}
+        for name, part in base_rows.groupby("baseline"):
+            other = part.set_index(["state_id", "date"])["reward"].loc[cur.index]
+            minus_baseline[mode][name] = paired_difference(
+                cur, other, cur.index.get_level_values("date"), h, stride, seed
+            )
+    summary = {
+        "rounds": rounds,
+        "baselines": baselines,
+        "reward_minus_base": minus_base,
+        "reward_minus_baseline": {"round": last, **minus_baseline},
+    }
+    artifacts.write_json(summary, args.out_json)
+    plot_learning_curve(rounds, args.out_plot)
+
+    curves = {}
+    for r in sorted({0, last}):
+        g = preds[(preds["round"] == r) & (preds["mode"] == "greedy")]
+        curves[f"round {r}" + (" (base)" if r == 0 else "")] = portfolio_returns(g.reward, g.date, h, stride)
+    for name, part in base_rows.groupby("baseline"):
+        curves[name] = portfolio_returns(part.reward, part.date, h, stride)
+    plot_equity(curves, args.out_equity)
+
+    for mode in MODES:
+        d = minus_base.get(f"round_{last}", {}).get(mode)
+        if d:
+            print(
+                f"summarize: round {last} - base, {mode} mean reward {d['mean']:+.4f} "
+                f"[{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}]"
+            )
+    print(f"summarize: -> {args.out_json}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 rule evaluate:
     input:
-        code=code("evaluate", "rollout", "generation", "score"),
+        code=code("evaluate", "metrics", "rollout", "generation", "score"),
         states=f"{RESULTS}/states.parquet",
         outcomes=f"{RESULTS}/outcomes.parquet",
         audit=f"{RESULTS}/audit.json",
@@ -15,7 +15,9 @@ rule evaluate:
     conda:
         "../../envs/evaluate.yaml"
     params:
-        cfg=cfg("seed", "environment", "model", "rollout", "reward", "evaluate"),
+        cfg=cfg(
+            "seed", "environment", "states", "model", "rollout", "reward", "evaluate"
+        ),
     shell:
         "python -m hitchhiker.evaluate --config {params.cfg:q} --round {wildcards.e} --states {input.states:q}"
         " --outcomes {input.outcomes:q} --policy {input.policy:q} --predictions {output.predictions:q}"
@@ -24,7 +26,9 @@ rule evaluate:
 
 rule summarize:
     input:
-        code=code("summarize"),
+        code=code("summarize", "metrics", "environments/market"),
+        states=f"{RESULTS}/states.parquet",
+        outcomes=f"{RESULTS}/outcomes.parquet",
         predictions=expand(
             f"{RESULTS}/eval/round_{{e}}/predictions.parquet", e=[0, *ROUNDS]
         ),
@@ -36,10 +40,18 @@ rule summarize:
             caption="../report/learning_curve.rst",
             category="Evaluation",
         ),
+        equity=report(
+            f"{RESULTS}/equity_curves.png",
+            caption="../report/equity_curves.rst",
+            category="Evaluation",
+        ),
     log:
         f"{RESULTS}/logs/summarize.log",
     conda:
         "../../envs/evaluate.yaml"
+    params:
+        cfg=cfg("seed", "environment", "states"),
     shell:
-        "python -m hitchhiker.summarize --predictions {input.predictions:q} --metrics {input.metrics:q}"
-        " --out-json {output.json:q} --out-plot {output.plot:q} 2>&1 | tee {log:q}"
+        "python -m hitchhiker.summarize --config {params.cfg:q} --states {input.states:q}"
+        " --outcomes {input.outcomes:q} --predictions {input.predictions:q} --metrics {input.metrics:q}"
+        " --out-json {output.json:q} --out-plot {output.plot:q} --out-equity {output.equity:q} 2>&1 | tee {log:q}"

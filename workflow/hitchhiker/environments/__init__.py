@@ -5,6 +5,7 @@ An environment has
   parse(completion, format) -> Action                         score, evaluate
   reward(action, forward_returns, invalid_penalty) -> float   score, evaluate
   audit(prices, states, outcomes, cfg) -> report              audit (raises on leakage)
+  baselines(states) -> {name: weights per state}              summarize
 and is chosen by the config key ``environment``. Rollout, training and the Snakefile never
 look inside one.
 """

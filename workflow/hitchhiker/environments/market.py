@@ -250,5 +250,43 @@ class Market:
             "embargo_trading_days": int(gap),
         }
 
+    def baselines(self, states: pd.DataFrame) -> dict[str, list[tuple[float, ...]]]:
+        """Weights of simple rules on the same states, from the history each prompt shows.
+
+        random: the expected weights of a uniformly random valid answer (A/B half each;
+        long/flat/short average to 0). always_first: always A, or always long (buy and
+        hold). equal_weight: half in each of A and B, or long. momentum: the ticker with the
+        higher summed shown return, or long if that sum is positive and short otherwise.
+        mean_reversion: the opposite of momentum.
+        """
+        out: dict[str, list[tuple[float, ...]]] = {
+            k: [] for k in ("random", "always_first", "equal_weight", "momentum", "mean_reversion")
+        }
+        for fmt, prompt, tickers in zip(states["format"], states["prompt"], states["tickers"], strict=True):
+            shown = [
+                sum(float(x) for x in row.split(":", 1)[1].split()) for row in prompt.splitlines()[1 : 1 + len(tickers)]
+            ]
+            if fmt == "pairwise":
+                mom = (1.0, 0.0) if shown[0] >= shown[1] else (0.0, 1.0)
+                rows = {
+                    "random": (0.5, 0.5),
+                    "always_first": (1.0, 0.0),
+                    "equal_weight": (0.5, 0.5),
+                    "momentum": mom,
+                    "mean_reversion": mom[::-1],
+                }
+            else:
+                sign = 1.0 if shown[0] > 0 else -1.0
+                rows = {
+                    "random": (0.0,),
+                    "always_first": (1.0,),
+                    "equal_weight": (1.0,),
+                    "momentum": (sign,),
+                    "mean_reversion": (-sign,),
+                }
+            for k, w in rows.items():
+                out[k].append(w)
+        return out
+
     parse = staticmethod(parse)
     reward = staticmethod(reward)

@@ -1,0 +1,91 @@
+"""Evaluation statistics on hand-built cases with known answers."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hitchhiker.environments import market
+from hitchhiker.metrics import block_bootstrap_ci, decision_stats, max_drawdown, portfolio_returns, sharpe
+
+
+def test_sharpe_by_hand():
+    r = [0.01, -0.005, 0.02, 0.0]
+    # mean 0.00625; squared deviations sum to 3.6875e-4; sample variance 1.2291667e-4
+    per_period = 0.00625 / math.sqrt(3.6875e-4 / 3)
+    assert sharpe(r, stride=5) == pytest.approx(per_period * math.sqrt(252 / 5))
+    assert sharpe(r, stride=5) == pytest.approx(4.0019, abs=1e-3)
+    assert math.isnan(sharpe([0.01, 0.01], stride=5))
+
+
+def test_max_drawdown_by_hand():
+    # equity 1.1, 0.88, 0.924, 0.8316, 1.08108: the deepest fall is 0.8316 from the 1.1 peak
+    assert max_drawdown([0.10, -0.20, 0.05, -0.10, 0.30]) == pytest.approx(1 - 0.8316 / 1.1)
+    assert max_drawdown([0.01, 0.02]) == 0.0
+    assert max_drawdown([-0.5]) == pytest.approx(0.5)  # a loss from the start counts
+
+
+def test_portfolio_averages_a_dates_decisions_and_scales_overlapping_horizons():
+    dates = pd.to_datetime(["2020-01-02", "2020-01-02", "2020-01-03"])
+    r = portfolio_returns([0.02, 0.04, -0.01], dates, horizon=5, stride=5)
+    assert list(r) == pytest.approx([0.03, -0.01])
+    r = portfolio_returns([0.02, 0.04, -0.01], dates, horizon=5, stride=1)  # 5 tranches at once
+    assert list(r) == pytest.approx([0.006, -0.002])
+
+
+def test_block_bootstrap_recovers_a_known_sampling_distribution():
+    rng = np.random.default_rng(1)
+    x = rng.normal(0.1, 1.0, 1000)
+    dates = pd.date_range("2000-01-01", periods=1000)
+    mean, lo, hi = block_bootstrap_ci(x, dates, block=1, seed=0)
+    assert mean == pytest.approx(x.mean())
+    assert lo < 0.1 < hi
+    assert (hi - lo) / 2 == pytest.approx(1.96 / math.sqrt(1000), rel=0.12)
+
+
+def test_block_bootstrap_widens_for_autocorrelated_outcomes():
+    rng = np.random.default_rng(2)
+    x = np.zeros(2000)
+    for t in range(1, 2000):  # AR(1), phi = 0.8: the true standard error is 3x the iid one
+        x[t] = 0.8 * x[t - 1] + rng.normal()
+    dates = pd.date_range("2000-01-01", periods=2000)
+    _, lo1, hi1 = block_bootstrap_ci(x, dates, block=1)
+    _, lo20, hi20 = block_bootstrap_ci(x, dates, block=20)
+    assert (hi20 - lo20) > 2 * (hi1 - lo1)
+
+
+def test_decisions_on_one_date_are_resampled_together():
+    dates = pd.to_datetime(["2020-01-02"] * 3 + ["2020-01-09"] * 3)
+    mean, lo, hi = block_bootstrap_ci([1, 1, 1, 0, 0, 0], dates, block=1)
+    assert mean == 0.5 and lo == 0.0 and hi == 1.0  # two dates: every resample is 0, 0.5 or 1
+
+
+def test_decision_stats_fields():
+    frame = pd.DataFrame(
+        {
+            "date": pd.to_datetime(["2020-01-02", "2020-01-09", "2020-01-16"]),
+            "reward": [0.02, -0.01, 0.03],
+            "valid": [True, True, False],
+            "correct": [1.0, 0.0, np.nan],
+        }
+    )
+    s = decision_stats(frame, horizon=5, stride=5)
+    assert s["mean_reward"]["mean"] == pytest.approx(0.04 / 3)
+    assert s["hit_rate"]["mean"] == pytest.approx(2 / 3)
+    assert s["valid_rate"]["mean"] == pytest.approx(2 / 3) and s["accuracy"]["mean"] == pytest.approx(0.5)
+    assert s["median_reward"] == pytest.approx(0.02)
+    assert s["max_drawdown"] == pytest.approx(0.01)
+
+
+def test_baselines_read_the_shown_history():
+    pair = market.render("pairwise", ["AAA", "BBB"], np.array([[0.01, 0.02], [-0.01, 0.0]]), 5)
+    elem = market.render("elementwise", ["CCC"], np.array([[-0.02, 0.01]]), 5)
+    states = pd.DataFrame(
+        {"format": ["pairwise", "elementwise"], "prompt": [pair, elem], "tickers": [["AAA", "BBB"], ["CCC"]]}
+    )
+    b = market.Market().baselines(states)
+    assert b["momentum"] == [(1.0, 0.0), (-1.0,)]  # A rose more; CCC's shown sum is negative
+    assert b["mean_reversion"] == [(0.0, 1.0), (1.0,)]
+    assert b["random"] == [(0.5, 0.5), (0.0,)] and b["always_first"] == [(1.0, 0.0), (1.0,)]
+    assert b["equal_weight"] == [(0.5, 0.5), (1.0,)]
