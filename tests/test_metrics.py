@@ -17,6 +17,7 @@ def test_sharpe_by_hand():
     assert sharpe(r, stride=5) == pytest.approx(per_period * math.sqrt(252 / 5))
     assert sharpe(r, stride=5) == pytest.approx(4.0019, abs=1e-3)
     assert math.isnan(sharpe([0.01, 0.01], stride=5))
+    assert math.isnan(sharpe([-0.05] * 30, stride=5))  # every answer invalid: no Sharpe, not -1e17
 
 
 def test_max_drawdown_by_hand():

@@ -51,7 +51,8 @@ def portfolio_returns(rewards, dates, horizon: int, stride: int) -> pd.Series:
 
 def sharpe(returns, stride: int) -> float:
     r = np.asarray(returns, dtype=float)
-    if len(r) < 2 or r.std(ddof=1) == 0:
+    # a constant series has no risk to scale by (its float std is ~1e-17, not 0)
+    if len(r) < 2 or r.std(ddof=1) <= 1e-12 * max(1.0, abs(r.mean())):
         return math.nan
     return float(r.mean() / r.std(ddof=1) * math.sqrt(252 / stride))
 
