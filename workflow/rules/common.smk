@@ -21,6 +21,13 @@ except HitchhikerError as err:
     sys.exit(f"hitchhiker: error: {err}")
 validate(config, "../schemas/config.schema.yaml")
 
+# Stage commands import hitchhiker from this checkout, also inside the per-rule conda envs
+# (which hold only third-party packages) and in Slurm jobs (sbatch exports the environment).
+shell.prefix(
+    # (doubled braces: Snakemake formats the prefix like any shell command)
+    f"export PYTHONPATH={shlex.quote(f'{workflow.basedir}/workflow')}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
+)
+
 RESULTS = f"results/{config['run']}"
 ROUNDS = list(range(1, config["rounds"] + 1))
 
