@@ -145,7 +145,7 @@ def test_synthetic_environment_plants_a_learnable_signal():
     states, outcomes = get("synthetic").make_states(_prices(n_days=800), cfg, _count)
     df = states.merge(outcomes[["state_id", "forward_returns"]], on="state_id")
     pair = df[df.format == "pairwise"]
-    last = pair.prompt.map(lambda p: [float(line.split()[-1]) for line in p.splitlines()[1:3]])
+    last = pair.prompt.map(lambda p: [h[-1] for h in market.shown_returns(p, 2)])
     pick_bigger = [r[int(np.argmax(x))] for x, r in zip(last, pair.forward_returns, strict=True)]
     winner = [max(r) for r in pair.forward_returns]
     hit = np.mean(np.isclose(pick_bigger, winner))

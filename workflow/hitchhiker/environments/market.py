@@ -94,6 +94,12 @@ def reward(action: Action, forward_returns, invalid_penalty: float) -> float:
     return float(np.dot(action.weights, forward_returns))
 
 
+def shown_returns(prompt: str, n_tickers: int) -> list[np.ndarray]:
+    """The daily returns (in percent) a prompt shows for each of its tickers, as rendered."""
+    rows = prompt.splitlines()[1 : 1 + n_tickers]
+    return [np.array([float(x) for x in row.split(":", 1)[1].split()]) for row in rows]
+
+
 def state_id(fmt: str, date: pd.Timestamp, horizon: int, tickers: list[str], prompt: str) -> str:
     key = "\x1f".join([fmt, str(date.date()), str(horizon), ",".join(tickers), prompt])
     return hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -221,9 +227,7 @@ class Market:
             i = pos.get(s.date)
             if i is None:
                 raise HitchhikerError(f"leakage audit: {where}: decision date is not a trading day of the prices")
-            rows = s.prompt.splitlines()[1 : 1 + len(s.tickers)]
-            for row, ticker in zip(rows, s.tickers, strict=True):
-                shown = np.array([float(x) for x in row.split(":", 1)[1].split()])
+            for shown, ticker in zip(shown_returns(s.prompt, len(s.tickers)), s.tickers, strict=True):
                 c = closes[i - len(shown) : i + 1, col[ticker]]
                 if len(shown) != s.history_days or not np.allclose(shown, 100 * (c[1:] / c[:-1] - 1), atol=0.0051):
                     raise HitchhikerError(
@@ -263,9 +267,7 @@ class Market:
             k: [] for k in ("random", "always_first", "equal_weight", "momentum", "mean_reversion")
         }
         for fmt, prompt, tickers in zip(states["format"], states["prompt"], states["tickers"], strict=True):
-            shown = [
-                sum(float(x) for x in row.split(":", 1)[1].split()) for row in prompt.splitlines()[1 : 1 + len(tickers)]
-            ]
+            shown = [h.sum() for h in shown_returns(prompt, len(tickers))]
             if fmt == "pairwise":
                 mom = (1.0, 0.0) if shown[0] >= shown[1] else (0.0, 1.0)
                 rows = {
