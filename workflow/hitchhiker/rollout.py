@@ -26,7 +26,10 @@ def sample(
 ) -> pd.DataFrame:
     """Generate ``n`` completions per state (temperature 0 = greedy); one row per sample."""
     ro, model_cfg = cfg["rollout"], cfg["model"]
-    tok = policy.load_tokenizer(policy_dir, model_cfg)
+    if ro["backend"] == "vllm":
+        model, tok = None, policy.load_tokenizer(policy_dir, model_cfg)
+    else:
+        model, tok = policy.load(policy_dir, model_cfg)
     prompt_ids = [tok(policy.chat(tok, p), add_special_tokens=False).input_ids for p in states["prompt"]]
     if ro["backend"] == "vllm":
         rows = generation.vllm_generate(
@@ -40,7 +43,6 @@ def sample(
             model_cfg["trust_remote_code"],
         )
     else:
-        model, tok = policy.load(policy_dir, model_cfg)
         rows = generation.transformers_generate(
             model, tok, prompt_ids, list(temperatures), n, ro["max_new_tokens"], ro["batch_size"], seed, desc
         )
