@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     out = Path(args.out)
     work = out.parent / f".{out.name}-trainer"  # TRL's output_dir; a killed run's is discarded
-    shutil.rmtree(work, ignore_errors=True)
+    if int(os.environ.get("RANK", "0")) == 0:  # launched ranks share it: only the first clears it
+        shutil.rmtree(work, ignore_errors=True)
     args_trl = GRPOConfig(
         output_dir=str(work),
         per_device_train_batch_size=tr["per_device_batch_size"],

@@ -12,7 +12,7 @@ round's buffer is an immutable artifact and the file accumulates across rounds. 
 Usage:
   python -m hitchhiker.score --config config.yaml --round 1 \\
       --rollouts results/default/rollouts/round_1.parquet --states results/default/states.parquet \\
-      --outcomes results/default/outcomes.parquet [--previous results/default/buffer/round_0.duckdb] \\
+      --outcomes results/default/outcomes.parquet [--previous <buffer of round r-1>] \\
       --out results/default/buffer/round_1.duckdb
 """
 
