@@ -67,6 +67,12 @@ def stage(name: str, *args, check: bool = True) -> subprocess.CompletedProcess:
     return run(sys.executable, "-m", f"hitchhiker.{name}", *args, check=check)
 
 
+def rollout_round1(cfg: Path, base: Path, out: Path, check: bool = True) -> subprocess.CompletedProcess:
+    """Roll out round 1 of the base run's states with its base policy."""
+    return stage("rollout", "--config", cfg, "--round", "1", "--states", base / "states.parquet",
+                 "--policy", base / "policy" / "round_0", "--out", out, check=check)  # fmt: skip
+
+
 @pytest.fixture(scope="session")
 def base_run(tmp_path_factory):
     """fetch_prices -> base_model -> build_states on the tiny config, shared by tests."""

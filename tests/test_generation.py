@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import stage, tiny_config, write_config
+from conftest import rollout_round1, tiny_config, write_config
 from hitchhiker import config, generation, policy
 
 
@@ -78,19 +78,6 @@ def test_vllm_adapter_contract():
 
 def test_vllm_backend_without_vllm_is_a_clear_error(base_run, tmp_path):
     cfg = write_config(tmp_path / "c.yaml", tiny_config(rollout={"backend": "vllm"}))
-    proc = stage(
-        "rollout",
-        "--config",
-        cfg,
-        "--round",
-        "1",
-        "--states",
-        base_run / "states.parquet",
-        "--policy",
-        base_run / "policy" / "round_0",
-        "--out",
-        tmp_path / "r.parquet",
-        check=False,
-    )
+    proc = rollout_round1(cfg, base_run, tmp_path / "r.parquet", check=False)
     assert proc.returncode == 2 and "vllm is not installed" in proc.stderr
     assert not (tmp_path / "r.parquet").exists()

@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import stage, tiny_config, write_config
+from conftest import rollout_round1, stage, tiny_config, write_config
 from hitchhiker.grpo_train import replay_rollout_func
 
 
@@ -57,19 +57,7 @@ def test_grpo_train_cli_updates_the_policy(base_run, tmp_path, lora):
         tiny_config(train={**tiny_config()["train"], "lora": {"enabled": lora, "r": 4, "alpha": 8}}),
     )
     rollouts, buffer, out = tmp_path / "r.parquet", tmp_path / "b.duckdb", tmp_path / "policy"
-    stage(
-        "rollout",
-        "--config",
-        cfg,
-        "--round",
-        "1",
-        "--states",
-        base_run / "states.parquet",
-        "--policy",
-        base_run / "policy" / "round_0",
-        "--out",
-        rollouts,
-    )
+    rollout_round1(cfg, base_run, rollouts)
     stage(
         "score",
         "--config",
