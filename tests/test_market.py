@@ -1,4 +1,4 @@
-"""The market environment: answer grammar, dollar rewards, states without look-ahead."""
+"""The market environment: states without look-ahead, outcomes, formats, features, splits."""
 
 import numpy as np
 import pandas as pd
@@ -8,51 +8,6 @@ from conftest import tiny_config
 from hitchhiker import config
 from hitchhiker.cli import HitchhikerError
 from hitchhiker.environments import get, market
-
-
-@pytest.mark.parametrize(
-    "text, fmt, action, weights",
-    [
-        ("A", "pairwise", "A", (1.0, 0.0)),
-        ("  b. B's momentum is stronger", "pairwise", "B", (0.0, 1.0)),
-        ("A: higher recent returns", "pairwise", "A", (1.0, 0.0)),
-        ("Long, the trend is up", "elementwise", "long", (1.0,)),
-        ("\nSHORT - falling", "elementwise", "short", (-1.0,)),
-        ("flat", "elementwise", "flat", (0.0,)),
-    ],
-)
-def test_parse_valid(text, fmt, action, weights):
-    a = market.parse(text, fmt)
-    assert a.valid and a.action == action and a.weights == weights
-
-
-@pytest.mark.parametrize(
-    "text, fmt, reason",
-    [
-        ("", "pairwise", "empty"),
-        ("   \n", "pairwise", "empty"),
-        ("Answer: A", "pairwise", "not_an_action"),
-        ("AB", "pairwise", "not_an_action"),
-        ("C", "pairwise", "not_an_action"),
-        ("long", "pairwise", "not_an_action"),
-        ("A", "elementwise", "not_an_action"),
-        ("longer", "elementwise", "not_an_action"),
-        ("42 long", "elementwise", "not_an_action"),
-    ],
-)
-def test_parse_invalid_with_reason(text, fmt, reason):
-    a = market.parse(text, fmt)
-    assert not a.valid and a.invalid_reason == reason and a.action is None
-
-
-def test_reward_worked_examples_to_the_cent():
-    # $1 on A, A returns +3.2%, B -1.0%: the answer earns $0.032.
-    assert market.reward(market.parse("A", "pairwise"), [0.032, -0.010], -0.05) == pytest.approx(0.032)
-    assert market.reward(market.parse("B", "pairwise"), [0.032, -0.010], -0.05) == pytest.approx(-0.010)
-    # short $1 of a stock that falls 4.5% earns $0.045; flat earns nothing
-    assert market.reward(market.parse("short", "elementwise"), [-0.045], -0.05) == pytest.approx(0.045)
-    assert market.reward(market.parse("flat", "elementwise"), [-0.045], -0.05) == 0.0
-    assert market.reward(market.parse("maybe", "elementwise"), [-0.045], -0.05) == -0.05
 
 
 def _prices(n_days=400, tickers=("AAPL", "MSFT", "KO"), seed=1):
@@ -72,8 +27,8 @@ def _cfg():
     return config.validate(cfg)
 
 
-def _count(text):
-    return len(text.split())
+def _count(texts):
+    return np.array([len(t.split()) for t in texts])
 
 
 def test_states_never_see_prices_after_their_decision_date():
@@ -122,13 +77,14 @@ def test_pairs_are_unique_per_date_and_order_is_randomised():
 def test_token_budget_trims_the_oldest_history_first():
     cfg = _cfg()
     full, _ = get("market").make_states(_prices(), cfg, _count)
-    budget = int(full.prompt.map(_count).max()) - 3
+    budget = int(full.prompt.map(lambda p: _count([p])[0]).max()) - 3
     cfg["states"]["max_prompt_tokens"] = budget
     trimmed, _ = get("market").make_states(_prices(), cfg, _count)
-    assert trimmed.prompt.map(_count).max() <= budget
+    assert trimmed.prompt.map(lambda p: _count([p])[0]).max() <= budget
     assert trimmed.history_days.min() < cfg["states"]["window"]
     row = trimmed[trimmed.history_days < cfg["states"]["window"]].iloc[0]
-    long = full[(full.date == row.date) & (full.tickers.map(tuple) == tuple(row.tickers))].iloc[0]
+    same = np.array([tuple(t) == tuple(row.tickers) for t in full.tickers])
+    long = full[(full.date == row.date).to_numpy() & same].iloc[0]
     kept = row.prompt.splitlines()[1].split()[-row.history_days :]
     assert long.prompt.splitlines()[1].split()[-row.history_days :] == kept
 
@@ -145,8 +101,97 @@ def test_synthetic_environment_plants_a_learnable_signal():
     states, outcomes = get("synthetic").make_states(_prices(n_days=800), cfg, _count)
     df = states.merge(outcomes[["state_id", "forward_returns"]], on="state_id")
     pair = df[df.format == "pairwise"]
-    last = pair.prompt.map(lambda p: [h[-1] for h in market.shown_returns(p, 2)])
+    last = pair.prompt.map(lambda p: [h[-1] for h in market.shown_returns(p)])
     pick_bigger = [r[int(np.argmax(x))] for x, r in zip(last, pair.forward_returns, strict=True)]
     winner = [max(r) for r in pair.forward_returns]
     hit = np.mean(np.isclose(pick_bigger, winner))
     assert hit > 0.7  # a policy that reads the last return beats a coin flip by far
+
+
+def _volume_prices(**kw):
+    prices = _prices(**kw)
+    prices["volume"] = np.random.default_rng(3).integers(1_000, 100_000, len(prices)).astype(float)
+    return prices
+
+
+def test_listwise_sets_are_unique_per_date_and_labelled_in_random_order():
+    cfg = _cfg()
+    cfg["states"].update(formats=["listwise"], list_size=3, per_date=None)
+    tickers = ("AAPL", "MSFT", "KO", "JPM", "XOM")
+    cfg["data"]["tickers"] = list(tickers)
+    states, outcomes = get("market").make_states(_prices(tickers=tickers), cfg, _count)
+    keys = [(d, frozenset(t)) for d, t in zip(states.date, states.tickers, strict=True)]
+    assert len(keys) == len(set(keys))
+    assert states.groupby("date").size().max() == 10  # per_date null: all C(5, 3) sets
+    assert {t[0] for t in states.tickers} == set(tickers)
+    p = states.prompt.iloc[0]
+    assert "A (" in p and "C (" in p and "D (" not in p and "Which of A, B and C" in p
+    assert all(len(r) == 3 for r in outcomes.forward_returns)
+
+
+def test_per_date_caps_the_sets_drawn_on_each_date():
+    cfg = _cfg()
+    cfg["states"]["per_date"] = 2
+    states, _ = get("market").make_states(_prices(), cfg, _count)
+    assert states.groupby(["split", "format", "date"]).size().max() == 2
+
+
+def test_large_universes_draw_distinct_sets_without_enumerating():
+    rng = np.random.default_rng(0)
+    dates, sets = market._draw_sets(rng, n_dates=50, n_tickers=300, k=4, per_date=40)
+    assert len(dates) == 50 * 40
+    rows = {(d, *s) for d, s in zip(dates, sets, strict=True)}
+    assert len(rows) == len(dates)  # no set twice on a date
+    assert np.all(np.diff(sets, axis=1) > 0)  # no ticker twice in a set
+    assert len(np.unique(sets)) > 250  # spread over the universe
+
+
+def test_price_and_volume_features_render_and_pass_the_audit():
+    cfg = _cfg()
+    cfg["states"]["features"] = ["returns", "prices", "volume"]
+    prices = _volume_prices()
+    states, outcomes = get("market").make_states(prices, cfg, _count)
+    p = states.prompt.iloc[0]
+    assert market.SECTIONS["prices"] in p and market.SECTIONS["volume"] in p
+    shown = market.shown(p)
+    assert set(shown) == {"returns", "prices", "volume"}
+    assert all(v[-1] == 100.0 for v in shown["prices"].values())  # today's close is 100%
+    assert all(abs(v.mean() - 100) < 0.05 for v in shown["volume"].values())
+    get("market").audit(prices, states, outcomes, cfg)
+    with pytest.raises(HitchhikerError, match="no volume column"):
+        get("market").make_states(_prices(), cfg, _count)
+
+
+def test_news_shows_only_headlines_up_to_the_decision_date():
+    cfg = _cfg()
+    prices = _prices()
+    days = pd.bdate_range("2016-01-01", periods=400)
+    news = pd.DataFrame(
+        {"date": days, "ticker": np.resize(["AAPL", "MSFT", "KO"], 400), "headline": [f"story {i}" for i in range(400)]}
+    )
+    states, outcomes = get("market").make_states(prices, cfg, _count, news=news)
+    for row in states.sample(30, random_state=0).itertuples():
+        lines = market.news_lines(row.prompt)
+        assert 0 < len(lines) <= cfg["states"]["news_items"]
+        assert all(pd.Timestamp(line[:10]) <= row.date for line in lines)
+        assert all(line.split()[1].rstrip(":") in list(row.tickers) for line in lines)
+    get("market").audit(prices, states, outcomes, cfg)
+    bad = states.copy()
+    bad.loc[0, "prompt"] = bad.prompt[0].replace(market.NEWS + "\n", market.NEWS + "\n2099-01-01 AAPL: late\n")
+    with pytest.raises(HitchhikerError, match="headline dated after"):
+        get("market").audit(prices, bad, outcomes, cfg)
+
+
+def test_validation_split_sits_between_train_and_test_with_embargoes():
+    cfg = _cfg()
+    cfg["states"]["validation"] = {"start": "2016-10-01", "end": "2016-10-31", "max_states": 1000}
+    cfg = config.validate(cfg)
+    prices = _prices()
+    states, outcomes = get("market").make_states(prices, cfg, _count)
+    assert set(states.split) == {"train", "validation", "test"}
+    report = get("market").audit(prices, states, outcomes, cfg)
+    assert report["train_to_validation"]["embargo_trading_days"] >= cfg["states"]["horizon"]
+    assert report["validation_to_test"]["embargo_trading_days"] >= cfg["states"]["horizon"]
+    out = outcomes.set_index("state_id").outcome_date
+    for earlier, later in (("train", "validation"), ("validation", "test")):
+        assert out[states[states.split == earlier].state_id].max() <= states[states.split == later].date.min()

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT, run, tiny_config, write_config
-from hitchhiker.environments import market
+from hitchhiker.environments import answers
 
 CFG = tiny_config(rounds=2)
 
@@ -73,6 +73,9 @@ def test_rollouts_record_groups_temperatures_and_logprobs(pipeline):
         assert ro.policy.str.endswith(f"policy/round_{r - 1}/model").all()
 
 
+REWARD = {"invalid_penalty": -0.05, "cost_bps": 0, "benchmark": "none", "returns": "simple"}
+
+
 def test_replay_buffer_accumulates_rounds_with_consistent_rewards(pipeline):
     _, res = pipeline
     with duckdb.connect(str(res / "buffer" / "round_2.duckdb"), read_only=True) as con:
@@ -88,9 +91,9 @@ def test_replay_buffer_accumulates_rounds_with_consistent_rewards(pipeline):
                               JOIN states s USING (run, state_id) JOIN outcomes o USING (run, state_id)""").fetchall()
     assert len(rows) == 64
     for completion, fmt, fwd, valid, reward in rows:
-        action = market.parse(completion, fmt)
+        action = answers.parse(completion, fmt, len(fwd))
         assert action.valid == valid
-        assert reward == pytest.approx(market.reward(action, fwd, -0.05))
+        assert reward == pytest.approx(answers.reward(action, fwd, REWARD))
 
 
 def test_policies_and_evaluation(pipeline):

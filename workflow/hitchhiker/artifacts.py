@@ -65,6 +65,8 @@ def read_parquet(path: str | Path, columns: list[str] | None = None) -> pd.DataF
 
 def write_parquet(df: pd.DataFrame | pa.Table, path: str | Path) -> None:
     table = df if isinstance(df, pa.Table) else pa.Table.from_pandas(df, preserve_index=False)
+    # no pandas metadata: every reader gets plain NumPy-backed columns, whatever dtypes wrote them
+    table = table.replace_schema_metadata(None)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
 

@@ -3,7 +3,7 @@
 For every state, re-derives its prompt history and its outcome from the prices and checks
 that the prompt uses only data on or before the decision date, that the outcome is the
 return over the horizon that follows, and that the train and test windows are separated
-by the embargo. A violation fails the run with one line naming the offending state.
+by the embargo (train, validation, test). A violation fails the run with one line naming the offending state.
 
 Usage:
   python -m hitchhiker.audit --config config.yaml --prices results/default/prices.parquet \\
@@ -35,10 +35,8 @@ def main(argv: list[str] | None = None) -> None:
         cfg,
     )
     artifacts.write_json(report, args.out)
-    print(
-        f"audit: {report['states_checked']} states clean, splits {report['embargo_trading_days']} "
-        f"trading days apart -> {args.out}"
-    )
+    gaps = ", ".join(f"{k} {v['embargo_trading_days']}" for k, v in report.items() if "_to_" in k)
+    print(f"audit: {report['states_checked']} states clean; trading days between splits: {gaps} -> {args.out}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -89,25 +90,34 @@ def date_at(cfg: dict, *keys: str) -> dt.date | None:
 
 def _check_rules(cfg: dict) -> None:
     """Rules a JSON schema cannot say: window order, embargo, batch shapes."""
-    for split in ("train", "test"):
+    states = cfg.get("states", {})
+    present = [sp for sp in ("train", "validation", "test") if states.get(sp)]
+    for split in present:
         start, end = date_at(cfg, "states", split, "start"), date_at(cfg, "states", split, "end")
         if start and end and start > end:
             raise HitchhikerError(f"config key states.{split}: start {start} is after end {end}")
-    train_end, test_start = date_at(cfg, "states", "train", "end"), date_at(cfg, "states", "test", "start")
-    if train_end and test_start and test_start <= train_end:
-        raise HitchhikerError(
-            f"config key states.test.start = {test_start} must be after states.train.end = "
-            f"{train_end} (the test window must follow the train window)"
-        )
-    states = cfg.get("states", {})
+    for earlier, later in itertools.pairwise(present):
+        end, start = date_at(cfg, "states", earlier, "end"), date_at(cfg, "states", later, "start")
+        if end and start and start <= end:
+            raise HitchhikerError(
+                f"config key states.{later}.start = {start} must be after states.{earlier}.end = "
+                f"{end} (the splits must follow each other: train, validation, test)"
+            )
     if states.get("embargo") is not None and states["embargo"] < states.get("horizon", 1):
         raise HitchhikerError(
             f"config key states.embargo = {states['embargo']} is shorter than states.horizon = "
             f"{states['horizon']}; train outcomes would overlap the test window"
         )
+    if cfg.get("evaluate", {}).get("split") == "validation" and "validation" not in present:
+        raise HitchhikerError("config key evaluate.split = validation, but states.validation is not set")
     data = cfg.get("data", {})
     if "pairwise" in states.get("formats", []) and len(data.get("tickers", [None, None])) < 2:
         raise HitchhikerError("config key data.tickers: pairwise states need at least 2 tickers")
+    if "listwise" in states.get("formats", []) and len(data.get("tickers", [])) < states["list_size"]:
+        raise HitchhikerError(
+            f"config key states.list_size = {states['list_size']}: more than the "
+            f"{len(data['tickers'])} tickers in data.tickers"
+        )
     if data.get("source") == "file" and not data.get("path"):
         raise HitchhikerError("config key data.path is required when data.source is file")
     rollout = cfg.get("rollout", {})

@@ -32,11 +32,11 @@ from hitchhiker.metrics import decision_stats
 SECTIONS = ["run", "seed", "environment", "states", "model", "rollout", "reward", "evaluate"]
 
 
-def test_states(states: pd.DataFrame, max_states: int, seed: int) -> pd.DataFrame:
-    """The evaluated states: a seeded draw from the test split, the same for every policy."""
-    test = states.query("split == 'test'").sort_values(["date", "state_id"]).reset_index(drop=True)
-    pick = np.sort(np.random.default_rng(seed).permutation(len(test))[:max_states])
-    return test.iloc[pick].reset_index(drop=True)
+def held_out_states(states: pd.DataFrame, split: str, max_states: int, seed: int) -> pd.DataFrame:
+    """The evaluated states: a seeded draw from the held-out split, the same for every policy."""
+    part = states[states["split"] == split].sort_values(["date", "state_id"]).reset_index(drop=True)
+    pick = np.sort(np.random.default_rng(seed).permutation(len(part))[:max_states])
+    return part.iloc[pick].reset_index(drop=True)
 
 
 def correct(preds: pd.DataFrame, outcomes: pd.DataFrame) -> pd.Series:
@@ -78,9 +78,9 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     cfg = config.load(args.config, set(SECTIONS))
     ev, seed = cfg["evaluate"], cfg["seed"]
-    states = test_states(artifacts.read_parquet(args.states, artifacts.STATES), ev["max_states"], seed)
+    states = held_out_states(artifacts.read_parquet(args.states, artifacts.STATES), ev["split"], ev["max_states"], seed)
     if states.empty:
-        raise cli.HitchhikerError(f"{args.states} holds no test states")
+        raise cli.HitchhikerError(f"{args.states} holds no {ev['split']} states")
     outcomes = artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES)
     parts = []
     for mode, temp, n in (("greedy", 0.0, 1), ("sampled", cfg["rollout"]["temperature"], ev["samples_per_state"])):

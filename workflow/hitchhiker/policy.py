@@ -90,7 +90,7 @@ def _corpus(tickers: list[str], seed: int, n: int = 400) -> list[str]:
         names = list(rng.choice(tickers, size=2 if fmt == "pairwise" else 1))
         rets = rng.normal(0, 0.015, size=(len(names), 10))
         texts.append(market.render(fmt, names, rets, int(rng.integers(1, 21))))
-        action = rng.choice(market.ACTIONS[fmt])
+        action = rng.choice(["long", "flat", "short"] if fmt == "elementwise" else ["A", "B"])
         texts.append(f"{action} because the recent returns are {rng.choice(['higher', 'lower'])}.")
     return texts
 

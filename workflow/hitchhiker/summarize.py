@@ -32,9 +32,10 @@ import numpy as np
 import pandas as pd
 
 from hitchhiker import artifacts, cli, config, environments
+from hitchhiker.environments import Action
 from hitchhiker.metrics import decision_stats, paired_difference, portfolio_returns
 
-SECTIONS = ["run", "seed", "environment", "states"]
+SECTIONS = ["run", "seed", "environment", "states", "reward"]
 MODES = ("greedy", "sampled")
 
 
@@ -44,12 +45,12 @@ def per_state(preds: pd.DataFrame, round_: int, mode: str) -> pd.Series:
     return part.groupby(["state_id", "date"])["reward"].mean()
 
 
-def baseline_rewards(states: pd.DataFrame, outcomes: pd.DataFrame, env) -> pd.DataFrame:
-    """One row per (baseline, state): date and reward."""
+def baseline_rewards(states: pd.DataFrame, outcomes: pd.DataFrame, env, reward_cfg: dict) -> pd.DataFrame:
+    """One row per (baseline, state): date and reward, under the same reward (costs, benchmark) as the policy."""
     fwd = outcomes.set_index("state_id").loc[states.state_id, "forward_returns"].to_numpy()
     rows = []
     for name, weights in env.baselines(states).items():
-        rewards = [float(np.dot(w, r)) for w, r in zip(weights, fwd, strict=True)]
+        rewards = [env.reward(Action(True, name, w), r, reward_cfg) for w, r in zip(weights, fwd, strict=True)]
         rows.append(
             pd.DataFrame(
                 {
@@ -128,7 +129,10 @@ def main(argv: list[str] | None = None) -> None:
     states = artifacts.read_parquet(args.states, artifacts.STATES).set_index("state_id")
     evaluated = states.loc[sorted(preds.state_id.unique())].reset_index()
     base_rows = baseline_rewards(
-        evaluated, artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES), environments.get(cfg["environment"])
+        evaluated,
+        artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES),
+        environments.get(cfg["environment"]),
+        cfg["reward"],
     )
     baselines = {name: decision_stats(part, h, stride, seed) for name, part in base_rows.groupby("baseline")}
 

@@ -44,7 +44,13 @@ rule base_model:
 
 rule build_states:
     input:
-        code=code("build_states", "environments/market", "environments/synthetic"),
+        **({"news": config["data"]["news"]} if config["data"]["news"] else {}),
+        code=code(
+            "build_states",
+            "environments/market",
+            "environments/answers",
+            "environments/synthetic",
+        ),
         prices=f"{RESULTS}/prices.parquet",
         policy=policy(0),
     output:

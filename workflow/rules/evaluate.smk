@@ -1,6 +1,13 @@
 rule evaluate:
     input:
-        code=code("evaluate", "metrics", "rollout", "generation", "score"),
+        code=code(
+            "evaluate",
+            "metrics",
+            "rollout",
+            "generation",
+            "score",
+            "environments/answers",
+        ),
         states=f"{RESULTS}/states.parquet",
         outcomes=f"{RESULTS}/outcomes.parquet",
         audit=f"{RESULTS}/audit.json",
@@ -26,7 +33,7 @@ rule evaluate:
 
 rule summarize:
     input:
-        code=code("summarize", "metrics", "environments/market"),
+        code=code("summarize", "metrics", "environments/market", "environments/answers"),
         states=f"{RESULTS}/states.parquet",
         outcomes=f"{RESULTS}/outcomes.parquet",
         predictions=expand(
@@ -50,7 +57,7 @@ rule summarize:
     conda:
         "../../envs/evaluate.yaml"
     params:
-        cfg=cfg("seed", "environment", "states"),
+        cfg=cfg("seed", "environment", "states", "reward"),
     shell:
         "python -m hitchhiker.summarize --config {params.cfg:q} --states {input.states:q}"
         " --outcomes {input.outcomes:q} --predictions {input.predictions:q} --metrics {input.metrics:q}"

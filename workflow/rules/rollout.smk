@@ -21,7 +21,7 @@ rule rollout:
 
 rule score:
     input:
-        code=code("score", "environments/market"),
+        code=code("score", "environments/market", "environments/answers"),
         rollouts=f"{RESULTS}/rollouts/round_{{r}}.parquet",
         states=f"{RESULTS}/states.parquet",
         outcomes=f"{RESULTS}/outcomes.parquet",

@@ -1,118 +1,278 @@
-"""The market environment: states from real prices, a strict answer grammar, dollar rewards.
+"""The market environment: states from real prices, outcomes, the leakage audit, baselines.
 
-State: for one decision date T (a trading day) and one or two tickers, the last ``window``
-daily returns of each ticker up to and including T. Nothing after T reaches the prompt.
+State: one decision date T (a trading day) and k tickers (elementwise k = 1, pairwise k = 2,
+listwise k = states.list_size) drawn without duplicates: each unordered ticker set at most
+once per date, at most states.per_date sets per date. The tickers appear in a random order,
+labelled A, B, ..., so "always answer A" earns nothing on average. For the ``window``
+trading days ending at T, the prompt shows one section per states.features entry:
+
+  returns  each ticker's daily returns in percent (the return into each shown day)
+  prices   each ticker's closes as a percent of its close on T
+  volume   each ticker's volume as a multiple of its mean over the shown days
+
+then, with data.news, the latest states.news_items headlines of its tickers dated between
+the first shown day and T. When the chat-templated prompt is longer than
+states.max_prompt_tokens, the oldest days are dropped first; ``history_days`` records how
+many were kept. Nothing dated after T reaches a prompt (tests/test_properties.py perturbs
+every later price and headline and finds every earlier state byte-identical).
+
 Outcome: each ticker's simple return from the close of T to the close of T + horizon.
+The answer grammar and the reward are in answers.py.
 
-Answer grammar (one for all formats; case-insensitive, surrounding whitespace ignored):
-
-    completion := ACTION [ SEP rationale ]
-    ACTION     := "A" | "B"                    (pairwise)
-                | "long" | "flat" | "short"    (elementwise)
-    SEP        := whitespace | one of . , : ; ! ) -
-
-The first word must be the action; anything else is invalid with a reason (``empty``,
-``not_an_action``). Reward of a valid answer: the dollar profit of investing $1 as the
-answer says over the horizon: pairwise A -> r_A, B -> r_B; elementwise long -> r,
-flat -> 0, short -> -r. Invalid answers earn ``reward.invalid_penalty``.
+Every step is vectorised over states (NumPy for the arithmetic, Arrow for the text, DuckDB
+for the news join and the state ids): there is no Python loop per state, which is what lets
+benchmarks/states build a million states a minute.
 """
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import itertools
-import re
-from dataclasses import dataclass
+import math
 
+import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from hitchhiker import config
 from hitchhiker.cli import HitchhikerError
+from hitchhiker.environments import answers
 
-LETTERS = "AB"
-ACTIONS = {"pairwise": ("A", "B"), "elementwise": ("long", "flat", "short")}
-_FIRST_WORD = re.compile(r"\s*([A-Za-z]+)")
-
-TEMPLATE = {
+SECTIONS = {
+    "returns": "Daily returns in percent, oldest first, up to today's close.",
+    "prices": "Closes as a percent of today's close, oldest first.",
+    "volume": "Volume as a multiple of its average over these days, oldest first.",
+}
+NEWS = "Headlines, oldest first:"
+QUESTION = {
     "pairwise": (
-        "Daily returns in percent, oldest first, up to today's close.\n"
-        "{rows}\n"
         "Which of A and B will return more over the next {horizon} trading days? "
         "Answer with A or B as the first word, then one short reason."
     ),
     "elementwise": (
-        "Daily returns in percent, oldest first, up to today's close.\n"
-        "{rows}\n"
         "Over the next {horizon} trading days, should we be long, flat or short {ticker}? "
         "Answer with long, flat or short as the first word, then one short reason."
     ),
+    "listwise": (
+        "Which of {labels} will return the most over the next {horizon} trading days? Answer first "
+        "with one letter, weights such as A=0.5, B=0.5, or a ranking such as {ranking}, then one short reason."
+    ),
 }
+SPLITS = ("train", "validation", "test")
+_LUT_MAX = 100_000  # values up to +-1000.00 are formatted by table lookup, the rare rest one by one
 
 
-@dataclass(frozen=True)
-class Action:
-    """A parsed answer: ``valid`` with ``weights`` per state ticker, or invalid with a reason."""
+def set_size(fmt: str, states_cfg: dict) -> int:
+    return {"elementwise": 1, "pairwise": 2}.get(fmt, states_cfg.get("list_size", 4))
 
-    valid: bool
-    action: str | None = None
-    weights: tuple[float, ...] = ()
-    invalid_reason: str | None = None
+
+@functools.cache
+def _lut(signed: bool) -> pa.Array:
+    spec = "{:+.2f}" if signed else "{:.2f}"
+    return pa.array([spec.format(h / 100) for h in range(-_LUT_MAX, _LUT_MAX + 1)])
+
+
+def _format(values: np.ndarray, signed: bool) -> pa.Array:
+    """Every value with two decimals ("+1.23" when signed), flattened, as Arrow strings."""
+    flat = values.ravel()
+    h = np.rint(flat * 100)
+    ok = np.isfinite(h) & (np.abs(h) <= _LUT_MAX)
+    out = _lut(signed).take(pa.array(np.where(ok, h + _LUT_MAX, 0).astype(np.int64)))
+    if ok.all():
+        return out
+    spec = "{:+.2f}" if signed else "{:.2f}"
+    text = out.to_numpy(zero_copy_only=False)
+    text[~ok] = [spec.format(v) for v in flat[~ok]]
+    return pa.array(text)
+
+
+def _join(strings: pa.Array, every: int, sep: str) -> pa.Array:
+    """Join each run of ``every`` consecutive strings with ``sep``."""
+    offsets = pa.array(np.arange(0, len(strings) + 1, every, dtype=np.int32))
+    return pc.binary_join(pa.ListArray.from_arrays(offsets, strings), sep)
+
+
+def _cat(*parts, sep: str = "") -> pa.Array:
+    return pc.binary_join_element_wise(*(p if isinstance(p, pa.Array) else pa.scalar(p) for p in parts), sep)
+
+
+def render_batch(
+    fmt: str, names: np.ndarray, features: dict[str, np.ndarray], horizon: int, news: pa.Array | None = None
+) -> pa.Array:
+    """User messages of many states of one format.
+
+    ``names`` is (states, k) tickers in prompt order; ``features`` maps each section of
+    SECTIONS to (states, k, days) values (returns as fractions, the others as ratios);
+    ``news`` is one text block per state (or null for none).
+    """
+    n, k = names.shape
+    letters = np.array(list(answers.labels(k)))
+    tickers = pa.array(names.ravel().astype(str))
+    label = tickers if fmt == "elementwise" else _cat(pa.array(np.tile(letters, n)), " (", tickers, ")")
+    parts = []
+    for key, values in features.items():
+        days = values.shape[2]
+        body = _join(_format(values * 100, signed=key == "returns"), days, " ")
+        parts.append(_cat(SECTIONS[key], _join(_cat(label, ": ", body), k, "\n"), sep="\n"))
+    if news is not None:
+        parts.append(_cat(NEWS, pc.fill_null(news, "none"), sep="\n"))
+    if fmt == "elementwise":
+        head, tail = QUESTION[fmt].split("{ticker}")
+        question = _cat(head.format(horizon=horizon), tickers, tail)
+    else:
+        labels = ", ".join(letters[:-1]) + f" and {letters[-1]}"
+        ranking = ">".join(letters[[1, 0, *range(2, k)]])
+        question = pa.scalar(QUESTION[fmt].format(horizon=horizon, labels=labels, ranking=ranking))
+    return _cat(*parts, question, sep="\n")
 
 
 def render(fmt: str, tickers: list[str], returns: np.ndarray, horizon: int) -> str:
-    """The user message of a state; ``returns`` is (tickers, days) in fractions."""
-    labels = LETTERS if fmt == "pairwise" else [""]
-    rows = []
-    for label, ticker, rets in zip(labels, tickers, returns, strict=True):
-        name = f"{label} ({ticker})" if label else ticker
-        rows.append(f"{name}: " + " ".join(f"{100 * r:+.2f}" for r in rets))
-    return TEMPLATE[fmt].format(rows="\n".join(rows), horizon=horizon, ticker=tickers[0])
+    """The user message of one state showing daily returns (``returns`` is (k, days) fractions)."""
+    rets = np.asarray(returns, dtype=float)[None]
+    return render_batch(fmt, np.array([tickers]), {"returns": rets}, horizon)[0].as_py()
 
 
-def parse(completion: str, fmt: str) -> Action:
-    """Parse a completion against the grammar; never raises."""
-    if not completion or not completion.strip():
-        return Action(False, invalid_reason="empty")
-    m = _FIRST_WORD.match(completion)
-    word = m.group(1).lower() if m else None
-    allowed = ACTIONS[fmt]
-    for i, a in enumerate(allowed):
-        if word == a.lower():
-            if fmt == "pairwise":
-                weights = tuple(1.0 if j == i else 0.0 for j in range(2))
-            else:
-                weights = ({"long": 1.0, "flat": 0.0, "short": -1.0}[a],)
-            return Action(True, a, weights)
-    return Action(False, invalid_reason="not_an_action")
+def shown(prompt: str) -> dict[str, dict[str, np.ndarray]]:
+    """The numbers a prompt shows: {section: {ticker: values as rendered}}."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    current = None
+    headers = {v: k for k, v in SECTIONS.items()}
+    for line in prompt.splitlines():
+        if line in headers:
+            current = out.setdefault(headers[line], {})
+        elif current is not None and ": " in line and not line.startswith(("Which", "Over")):
+            name, values = line.split(": ", 1)
+            try:
+                current[name.split("(")[-1].rstrip(")")] = np.array([float(x) for x in values.split()])
+            except ValueError:
+                current = None
+        else:
+            current = None
+    return out
 
 
-def reward(action: Action, forward_returns, invalid_penalty: float) -> float:
-    """Dollar profit of $1 allocated by ``action.weights`` over the horizon."""
-    if not action.valid:
-        return float(invalid_penalty)
-    return float(np.dot(action.weights, forward_returns))
+def shown_returns(prompt: str) -> list[np.ndarray]:
+    """The daily returns (in percent) a prompt shows for each ticker, in prompt order; read
+    from the returns section, or derived from the prices section when only that is shown."""
+    sections = shown(prompt)
+    if "returns" in sections:
+        return list(sections["returns"].values())
+    return [100 * (p[1:] / p[:-1] - 1) for p in sections["prices"].values()]
 
 
-def shown_returns(prompt: str, n_tickers: int) -> list[np.ndarray]:
-    """The daily returns (in percent) a prompt shows for each of its tickers, as rendered."""
-    rows = prompt.splitlines()[1 : 1 + n_tickers]
-    return [np.array([float(x) for x in row.split(":", 1)[1].split()]) for row in rows]
+def news_lines(prompt: str) -> list[str]:
+    lines = prompt.splitlines()
+    if NEWS not in lines:
+        return []
+    rest = lines[lines.index(NEWS) + 1 :]
+    return [] if rest[:1] == ["none"] else list(itertools.takewhile(lambda s: s[:4].isdigit(), rest))
 
 
-def state_id(fmt: str, date: pd.Timestamp, horizon: int, tickers: list[str], prompt: str) -> str:
-    key = "\x1f".join([fmt, str(date.date()), str(horizon), ",".join(tickers), prompt])
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
+def _draw_sets(rng, n_dates: int, n_tickers: int, k: int, per_date: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Up to ``per_date`` distinct unordered k-sets of ticker indices per date, uniformly.
+
+    Returns (date position, sorted set) rows. Small universes enumerate the combinations;
+    large ones draw k-tuples, drop those repeating a ticker or a set already drawn for the
+    date, and top up until every date has its count.
+    """
+    total = math.comb(n_tickers, k)
+    m = total if per_date is None else min(per_date, total)
+    if total <= 1024:
+        combos = np.array(list(itertools.combinations(range(n_tickers), k)))
+        pick = np.argsort(rng.random((n_dates, total)), axis=1)[:, :m]
+        return np.repeat(np.arange(n_dates), m), combos[pick.ravel()]
+    dates, sets = np.empty(0, np.int64), np.empty((0, k), np.int64)
+    need = np.full(n_dates, m)
+    while need.any():
+        d = np.repeat(np.arange(n_dates), 2 * need)
+        s = np.sort(rng.integers(0, n_tickers, (len(d), k)), axis=1)
+        keep = np.all(np.diff(s, axis=1) > 0, axis=1)
+        rows = np.concatenate([np.column_stack([dates, sets]), np.column_stack([d[keep], s[keep]])])
+        _, first = np.unique(rows, axis=0, return_index=True)
+        rows = rows[np.sort(first)]  # distinct, in draw order (earlier rounds first)
+        rows = rows[np.argsort(rows[:, 0], kind="stable")]
+        start = np.searchsorted(rows[:, 0], rows[:, 0])
+        rows = rows[np.arange(len(rows)) - start < m]
+        dates, sets = rows[:, 0], rows[:, 1:]
+        need = m - np.bincount(dates, minlength=n_dates)
+    return dates, sets
+
+
+@functools.cache
+def _duckdb() -> duckdb.DuckDBPyConnection:
+    """One in-memory DuckDB for the process (opening one costs more than a small query)."""
+    return duckdb.connect()
+
+
+def _news_blocks(news: pd.DataFrame, names: np.ndarray, first: np.ndarray, last: np.ndarray, n: int) -> pa.Array:
+    """Per state, its tickers' latest ``n`` headlines dated in [first, last], oldest first."""
+    s, k = names.shape
+    wanted = pa.table(
+        {
+            "i": np.repeat(np.arange(s), k),
+            "ticker": names.ravel().astype(str),
+            "lo": np.repeat(first, k),
+            "hi": np.repeat(last, k),
+        }
+    )
+    con = _duckdb()
+    con.register("wanted", wanted)
+    con.register("news", news)
+    got = con.execute(
+        """
+        WITH hit AS (
+          SELECT w.i, n.date, n.ticker, n.headline FROM wanted w JOIN news n
+            ON n.ticker = w.ticker AND n.date >= w.lo AND n.date <= w.hi
+          QUALIFY row_number() OVER (PARTITION BY w.i ORDER BY n.date DESC, n.ticker, n.headline) <= ?)
+        SELECT i, string_agg(strftime(date, '%Y-%m-%d') || ' ' || ticker || ': ' || headline, chr(10)
+                             ORDER BY date, ticker, headline) AS block
+        FROM hit GROUP BY i
+        """,
+        [n],
+    ).fetchnumpy()
+    blocks = np.full(s, None, dtype=object)
+    blocks[got["i"]] = got["block"]
+    return pa.array(blocks, type=pa.string())
+
+
+def _relative_volume(v: np.ndarray) -> np.ndarray:
+    """Volume over the last axis as a multiple of its mean (1 where the mean is 0)."""
+    mean = v.mean(axis=-1, keepdims=True)
+    return np.divide(v, mean, out=np.ones_like(v, dtype=float), where=mean > 0)
+
+
+def _state_ids(fmt: str, dates: np.ndarray, horizon: int, names: np.ndarray, prompts: pa.Array) -> np.ndarray:
+    """sha256(format, date, horizon, tickers, prompt)[:16], computed in DuckDB."""
+    table = pa.table(
+        {
+            "d": pa.array(pd.DatetimeIndex(dates).strftime("%Y-%m-%d")),
+            "t": _join(pa.array(names.ravel().astype(str)), names.shape[1], ","),
+            "p": prompts,
+        }
+    )
+    con = _duckdb()
+    con.register("t", table)
+    sql = "SELECT substr(sha256(concat_ws(chr(31), ?, d, ?, t, p)), 1, 16) AS id FROM t"
+    return con.execute(sql, [fmt, str(horizon)]).fetchnumpy()["id"]
 
 
 class Market:
-    """Environment interface: make_states, parse, reward (see environments/__init__.py)."""
+    """Environment interface: make_states, parse, reward, audit, baselines (see __init__.py)."""
 
     name = "market"
 
     def prices_for_states(self, prices: pd.DataFrame, cfg: dict) -> pd.DataFrame:
         """Wide close table (dates x tickers) the states are built from."""
-        wide = prices.pivot(index="date", columns="ticker", values="close").sort_index()
+        return self._wide(prices, cfg, "close")
+
+    def _wide(self, prices: pd.DataFrame, cfg: dict, column: str) -> pd.DataFrame:
+        if column not in prices:
+            raise HitchhikerError(
+                f"config key states.features includes {column}, but the price table has no {column} column"
+            )
+        wide = prices.pivot(index="date", columns="ticker", values=column).sort_index()
         wide = wide[cfg["data"]["tickers"]].dropna()
         if len(wide) < cfg["states"]["window"] + cfg["states"]["horizon"] + 2:
             raise HitchhikerError(
@@ -121,164 +281,221 @@ class Market:
             )
         return wide
 
-    def make_states(self, prices: pd.DataFrame, cfg: dict, n_tokens) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def split_indices(self, dates: pd.DatetimeIndex, st: dict) -> dict[str, np.ndarray]:
+        """Decision-date positions of each configured split, with the embargo between splits."""
+        h, window = st["horizon"], st["window"]
+        eligible = np.arange(window, len(dates) - h)  # history before, the outcome after
+        out: dict[str, np.ndarray] = {}
+        for split in SPLITS:
+            if st.get(split) is None:
+                continue
+            lo, hi = pd.Timestamp(st[split]["start"]), pd.Timestamp(st[split]["end"])
+            out[split] = eligible[(dates[eligible] >= lo) & (dates[eligible] <= hi)][:: st["stride"]]
+        # walking back from the last split, cut each earlier one to end an embargo before the next
+        for nxt, prev in itertools.pairwise(reversed(list(out))):
+            if len(out[nxt]):
+                out[prev] = out[prev][out[prev] + config.embargo(st) <= out[nxt][0]]
+        for split, idx in out.items():
+            if len(idx) == 0:
+                raise HitchhikerError(
+                    f"config key states.{split}: no trading day in {st[split]['start']} .. {st[split]['end']} "
+                    f"with {window} days of history, {h} days of outcome and the embargo before the next split"
+                )
+        return out
+
+    def make_states(
+        self, prices: pd.DataFrame, cfg: dict, n_tokens, news: pd.DataFrame | None = None
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """States and outcomes for every split and format.
 
-        ``n_tokens(text)`` counts the chat-templated prompt's tokens with the policy tokenizer.
+        ``n_tokens(texts)`` counts each chat-templated prompt's tokens with the policy's tokenizer.
         """
-        wide = self.prices_for_states(prices, cfg)
         st = cfg["states"]
-        h, window = st["horizon"], st["window"]
-        closes = wide.to_numpy()
-        rets = closes[1:] / closes[:-1] - 1.0  # rets[i-1] is the return into day i
-        dates = wide.index
-        last = len(dates) - 1 - h  # the outcome of day i needs day i + h
-        eligible = np.arange(window, last + 1)
-
-        def in_window(split):
-            lo, hi = pd.Timestamp(st[split]["start"]), pd.Timestamp(st[split]["end"])
-            idx = eligible[(dates[eligible] >= lo) & (dates[eligible] <= hi)]
-            return idx[:: st["stride"]]
-
-        test_idx = in_window("test")
-        if len(test_idx) == 0:
-            raise HitchhikerError(
-                f"config key states.test: no trading day in {st['test']['start']} .. "
-                f"{st['test']['end']} with {window} days of history and {h} days of outcome"
-            )
-        train_idx = in_window("train")
-        train_idx = train_idx[train_idx + config.embargo(st) <= test_idx[0]]
-        if len(train_idx) == 0:
-            raise HitchhikerError(
-                f"config key states.train: no decision date in {st['train']['start']} .. "
-                f"{st['train']['end']} with history and an embargo before the test window"
-            )
-
+        wide = self.prices_for_states(prices, cfg)
+        dates, closes = wide.index, wide.to_numpy()
+        volume = self._wide(prices, cfg, "volume").reindex(dates).to_numpy() if "volume" in st["features"] else None
         rng = np.random.default_rng(cfg.get("seed", 0))
-        tickers = list(wide.columns)
         states, outcomes = [], []
-        for split, idx in (("train", train_idx), ("test", test_idx)):
+        for split, idx in self.split_indices(dates, st).items():
             for fmt in st["formats"]:
-                if fmt == "pairwise":
-                    groups = list(itertools.combinations(range(len(tickers)), 2))
-                else:
-                    groups = [(j,) for j in range(len(tickers))]
-                # every (date, unordered ticker set) at most once: draw without replacement
-                cells = [(i, g) for i in idx for g in groups]
-                take = rng.permutation(len(cells))[: st[split]["max_states"]]
-                for k in sorted(take):
-                    i, g = cells[k]
-                    order = list(g) if fmt == "elementwise" or rng.random() < 0.5 else list(g)[::-1]
-                    names = [tickers[j] for j in order]
-                    history = rets[i - window : i, order].T  # returns into days i-window+1 .. i
-                    kept = window
-                    prompt = render(fmt, names, history, h)
-                    while n_tokens(prompt) > st["max_prompt_tokens"]:
-                        kept -= 1
-                        if kept < 2:
-                            raise HitchhikerError(
-                                f"config key states.max_prompt_tokens = {st['max_prompt_tokens']}: "
-                                f"a {fmt} prompt with 2 days of history does not fit"
-                            )
-                        prompt = render(fmt, names, history[:, window - kept :], h)
-                    fwd = closes[i + h, order] / closes[i, order] - 1.0
-                    sid = state_id(fmt, dates[i], h, names, prompt)
-                    states.append(
-                        dict(
-                            state_id=sid,
-                            split=split,
-                            format=fmt,
-                            date=dates[i],
-                            horizon=h,
-                            tickers=names,
-                            prompt=prompt,
-                            history_days=kept,
-                            prompt_tokens=n_tokens(prompt),
-                        )
+                k = set_size(fmt, st)
+                if k > closes.shape[1]:
+                    raise HitchhikerError(
+                        f"config key states.list_size = {k}: more than the {closes.shape[1]} tickers in data.tickers"
                     )
-                    outcomes.append(
-                        dict(
-                            state_id=sid,
-                            split=split,
-                            format=fmt,
-                            outcome_date=dates[i + h],
-                            tickers=names,
-                            forward_returns=[float(x) for x in fwd],
-                        )
-                    )
-        return pd.DataFrame(states), pd.DataFrame(outcomes)
+                pos, sets = _draw_sets(rng, len(idx), closes.shape[1], k, st["per_date"])
+                cap = st[split]["max_states"]
+                if cap is not None and len(pos) > cap:
+                    keep = np.sort(rng.permutation(len(pos))[:cap])
+                    pos, sets = pos[keep], sets[keep]
+                order = np.take_along_axis(sets, np.argsort(rng.random(sets.shape), axis=1), axis=1)
+                s, o = self._build(fmt, idx[pos], order, closes, volume, dates, wide.columns, st, n_tokens, news)
+                s.insert(1, "split", split)
+                o.insert(1, "split", split)
+                states.append(s)
+                outcomes.append(o)
+        return pd.concat(states, ignore_index=True), pd.concat(outcomes, ignore_index=True)
+
+    def _build(self, fmt, days, order, closes, volume, dates, columns, st, n_tokens, news):
+        """States and outcomes of one split and format: decision-day positions ``days``, ticker
+        indices ``order`` (states, k) in prompt order."""
+        h, window = st["horizon"], st["window"]
+        names = np.asarray(columns)[order]
+        span = days[:, None] + np.arange(-window, 1)  # the close before the window .. the close on T
+        c = closes[span[:, None, :], order[:, :, None]]  # (states, k, window + 1)
+        full = {}
+        if "returns" in st["features"]:
+            full["returns"] = c[..., 1:] / c[..., :-1] - 1
+        if "prices" in st["features"]:
+            full["prices"] = c[..., 1:] / c[..., -1:]
+        if volume is not None:
+            full["volume"] = volume[span[:, None, 1:], order[:, :, None]]
+        blocks = None
+        if news is not None:
+            blocks = _news_blocks(
+                news, names, dates[days - window + 1].to_numpy(), dates[days].to_numpy(), st["news_items"]
+            )
+
+        def prompts_with(kept, rows):
+            feats = {f: full[f][rows, :, window - kept :] for f in st["features"]}
+            if "volume" in feats:  # relative to the mean over the days actually shown
+                feats["volume"] = _relative_volume(feats["volume"])
+            return render_batch(fmt, names[rows], feats, h, None if blocks is None else blocks.take(rows))
+
+        n = len(days)
+        prompts = np.empty(n, dtype=object)
+        kept = np.full(n, window)
+        tokens = np.zeros(n, dtype=np.int64)
+        rows = np.arange(n)
+        for days_kept in range(window, 1, -1):
+            text = prompts_with(days_kept, rows).to_numpy(zero_copy_only=False)
+            count = np.asarray(n_tokens(list(text)))
+            fits = count <= st["max_prompt_tokens"]
+            prompts[rows[fits]], tokens[rows[fits]], kept[rows[fits]] = text[fits], count[fits], days_kept
+            rows = rows[~fits]
+            if not len(rows):
+                break
+        if len(rows):
+            raise HitchhikerError(
+                f"config key states.max_prompt_tokens = {st['max_prompt_tokens']}: a {fmt} prompt with "
+                f"2 days of history does not fit"
+            )
+        prompt_arr = pa.array(prompts, type=pa.string())
+        ids = _state_ids(fmt, dates[days], h, names, prompt_arr)
+        k = names.shape[1]
+        tickers = pd.Series(
+            pa.FixedSizeListArray.from_arrays(pa.array(names.ravel().astype(str)), k).cast(pa.list_(pa.string())),
+            dtype=pd.ArrowDtype(pa.list_(pa.string())),
+        )
+        fwd = closes[days + h][np.arange(n)[:, None], order] / c[..., -1] - 1
+        state_frame = pd.DataFrame(
+            {
+                "state_id": ids,
+                "format": fmt,
+                "date": dates[days],
+                "horizon": h,
+                "tickers": tickers,
+                "prompt": pd.Series(prompt_arr, dtype=pd.ArrowDtype(pa.string())),
+                "history_days": kept,
+                "prompt_tokens": tokens,
+            }
+        )
+        outcome_frame = pd.DataFrame(
+            {
+                "state_id": ids,
+                "format": fmt,
+                "outcome_date": dates[days + h],
+                "tickers": tickers,
+                "forward_returns": pd.Series(
+                    pa.FixedSizeListArray.from_arrays(pa.array(fwd.ravel()), k).cast(pa.list_(pa.float64())),
+                    dtype=pd.ArrowDtype(pa.list_(pa.float64())),
+                ),
+            }
+        )
+        return state_frame, outcome_frame
 
     def audit(self, prices: pd.DataFrame, states: pd.DataFrame, outcomes: pd.DataFrame, cfg: dict) -> dict:
         """Re-derive every state from the prices up to its decision date; raise on the first violation.
 
-        Checks that each prompt's history equals the returns into the ``history_days`` trading
-        days ending at the decision date T (so nothing after T is shown), that each outcome is
-        the return from T to T + horizon, and that every train outcome ends before the first
-        test decision date with at least the embargo between the splits.
+        Checks that each section of each prompt equals the values of the ``history_days``
+        trading days ending at the decision date T (so nothing after T is shown), that every
+        headline is dated on or before T, that each outcome is the return from T to
+        T + horizon, and that consecutive splits are separated by the embargo with no
+        outcome of the earlier split reaching the later one's first decision date.
         """
         wide = self.prices_for_states(prices, cfg)
         dates, closes = wide.index, wide.to_numpy()
+        volume = None
+        if "volume" in cfg["states"]["features"]:
+            volume = self._wide(prices, cfg, "volume").reindex(dates).to_numpy()
         pos = {d: i for i, d in enumerate(dates)}
         col = {t: j for j, t in enumerate(wide.columns)}
         h = cfg["states"]["horizon"]
         out = outcomes.set_index("state_id")
         for s in states.itertuples():
-            where = f"state {s.state_id} ({s.format} {', '.join(s.tickers)} on {s.date.date()})"
+            tickers = list(s.tickers)
+            where = f"state {s.state_id} ({s.format} {', '.join(tickers)} on {s.date.date()})"
             i = pos.get(s.date)
             if i is None:
                 raise HitchhikerError(f"leakage audit: {where}: decision date is not a trading day of the prices")
-            for shown, ticker in zip(shown_returns(s.prompt, len(s.tickers)), s.tickers, strict=True):
-                c = closes[i - len(shown) : i + 1, col[ticker]]
-                if len(shown) != s.history_days or not np.allclose(shown, 100 * (c[1:] / c[:-1] - 1), atol=0.0051):
-                    raise HitchhikerError(
-                        f"leakage audit: {where}: the {ticker} history in the prompt is not the "
-                        f"{s.history_days} daily returns ending at the decision date"
-                    )
+            cols = [col[t] for t in tickers]
+            c = closes[i - s.history_days : i + 1, cols].T
+            expect = {"returns": 100 * (c[:, 1:] / c[:, :-1] - 1), "prices": 100 * c[:, 1:] / c[:, -1:]}
+            if volume is not None:
+                expect["volume"] = 100 * _relative_volume(volume[i - s.history_days + 1 : i + 1, cols].T)
+            sections = shown(s.prompt)
+            if set(sections) != set(cfg["states"]["features"]):
+                raise HitchhikerError(f"leakage audit: {where}: the prompt shows {sorted(sections)}")
+            for section, values in sections.items():
+                for j, ticker in enumerate(tickers):
+                    got = values.get(ticker)
+                    ok = got is not None and len(got) == s.history_days
+                    if not ok or not np.allclose(got, expect[section][j], atol=0.0051):
+                        raise HitchhikerError(
+                            f"leakage audit: {where}: the {ticker} {section} in the prompt are not the "
+                            f"{s.history_days} trading days ending at the decision date"
+                        )
+            late = [line for line in news_lines(s.prompt) if pd.Timestamp(line[:10]) > s.date]
+            if late:
+                raise HitchhikerError(f"leakage audit: {where}: headline dated after the decision date: {late[0]}")
             o = out.loc[s.state_id]
-            fwd = closes[i + h, [col[t] for t in s.tickers]] / closes[i, [col[t] for t in s.tickers]] - 1
-            if o.outcome_date != dates[i + h] or not np.allclose(o.forward_returns, fwd):
+            fwd = closes[i + h, [col[t] for t in tickers]] / closes[i, [col[t] for t in tickers]] - 1
+            if o.outcome_date != dates[i + h] or not np.allclose(list(o.forward_returns), fwd):
                 raise HitchhikerError(f"leakage audit: {where}: outcome is not the return over the next {h} days")
-        train, test = states[states.split == "train"], states[states.split == "test"]
-        gap = pos[test.date.min()] - pos[train.date.max()]
-        last_train_outcome = out.loc[train.state_id, "outcome_date"].max()
-        if gap < config.embargo(cfg["states"]) or last_train_outcome > test.date.min():
-            raise HitchhikerError(
-                f"leakage audit: train outcomes reach {last_train_outcome.date()}, the test window starts "
-                f"{test.date.min().date()} ({gap} trading days apart, embargo {config.embargo(cfg['states'])})"
-            )
-        return {
-            "states_checked": len(states),
-            "train_dates": [str(train.date.min().date()), str(train.date.max().date())],
-            "test_dates": [str(test.date.min().date()), str(test.date.max().date())],
-            "last_train_outcome": str(last_train_outcome.date()),
-            "embargo_trading_days": int(gap),
-        }
+        report = {"states_checked": len(states)}
+        present = [sp for sp in SPLITS if (states.split == sp).any()]
+        for earlier, later in itertools.pairwise(present):
+            a, b = states[states.split == earlier], states[states.split == later]
+            gap = pos[b.date.min()] - pos[a.date.max()]
+            reach = out.loc[a.state_id, "outcome_date"].max()
+            if gap < config.embargo(cfg["states"]) or reach > b.date.min():
+                raise HitchhikerError(
+                    f"leakage audit: {earlier} outcomes reach {reach.date()}, the {later} window starts "
+                    f"{b.date.min().date()} ({gap} trading days apart, embargo {config.embargo(cfg['states'])})"
+                )
+            report[f"{earlier}_to_{later}"] = {"last_outcome": str(reach.date()), "embargo_trading_days": int(gap)}
+        for split in present:
+            d = states[states.split == split].date
+            report[f"{split}_dates"] = [str(d.min().date()), str(d.max().date())]
+        return report
 
     def baselines(self, states: pd.DataFrame) -> dict[str, list[tuple[float, ...]]]:
         """Weights of simple rules on the same states, from the history each prompt shows.
 
-        random: the expected weights of a uniformly random valid answer (A/B half each;
-        long/flat/short average to 0). always_first: always A, or always long (buy and
-        hold). equal_weight: half in each of A and B, or long. momentum: the ticker with the
-        higher summed shown return, or long if that sum is positive and short otherwise.
-        mean_reversion: the opposite of momentum.
+        random: the expected weights of a uniformly random valid choice (1/k on each ticker;
+        long/flat/short average to 0). always_first: always A, or always long (buy and hold).
+        equal_weight: 1/k on each ticker, or long. momentum: all on the ticker with the highest
+        summed shown return, or long if that sum is positive and short otherwise.
+        mean_reversion: all on the lowest, or the opposite of momentum.
         """
         out: dict[str, list[tuple[float, ...]]] = {
             k: [] for k in ("random", "always_first", "equal_weight", "momentum", "mean_reversion")
         }
-        for fmt, prompt, tickers in zip(states["format"], states["prompt"], states["tickers"], strict=True):
-            shown = [h.sum() for h in shown_returns(prompt, len(tickers))]
-            if fmt == "pairwise":
-                mom = (1.0, 0.0) if shown[0] >= shown[1] else (0.0, 1.0)
-                rows = {
-                    "random": (0.5, 0.5),
-                    "always_first": (1.0, 0.0),
-                    "equal_weight": (0.5, 0.5),
-                    "momentum": mom,
-                    "mean_reversion": mom[::-1],
-                }
-            else:
-                sign = 1.0 if shown[0] > 0 else -1.0
+        for fmt, prompt in zip(states["format"], states["prompt"], strict=True):
+            total = np.array([h.sum() for h in shown_returns(prompt)])
+            k = len(total)
+            if fmt == "elementwise":
+                sign = 1.0 if total[0] > 0 else -1.0
                 rows = {
                     "random": (0.0,),
                     "always_first": (1.0,),
@@ -286,9 +503,23 @@ class Market:
                     "momentum": (sign,),
                     "mean_reversion": (-sign,),
                 }
-            for k, w in rows.items():
-                out[k].append(w)
+            else:
+                even = tuple([1.0 / k] * k)
+                rows = {
+                    "random": even,
+                    "always_first": tuple(np.eye(k)[0]),
+                    "equal_weight": even,
+                    "momentum": tuple(np.eye(k)[int(np.argmax(total))]),
+                    "mean_reversion": tuple(np.eye(k)[int(np.argmin(total))]),
+                }
+            for name, w in rows.items():
+                out[name].append(w)
         return out
 
-    parse = staticmethod(parse)
-    reward = staticmethod(reward)
+    @staticmethod
+    def parse(completion: str, fmt: str, k: int | None = None) -> answers.Action:
+        return answers.parse(completion, fmt, k)
+
+    @staticmethod
+    def reward(action: answers.Action, forward_returns, reward_cfg: dict) -> float:
+        return answers.reward(action, forward_returns, reward_cfg)

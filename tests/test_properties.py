@@ -1,0 +1,113 @@
+"""Properties of the market states that must hold for any prices and any configuration,
+checked by hypothesis on hundreds of generated cases: no look-ahead, no overlap between
+splits, no duplicate ticker sets."""
+
+import itertools
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import tiny_config
+from hitchhiker import config
+from hitchhiker.environments import get
+
+TICKERS = ["AAA", "BBB", "CCC", "DDD"]
+DAYS = pd.bdate_range("2018-01-01", periods=160)
+
+
+def _count(texts):
+    return np.array([len(t.split()) for t in texts])
+
+
+@st.composite
+def cases(draw):
+    n = draw(st.integers(2, 4))
+    tickers = TICKERS[:n]
+    formats = draw(
+        st.lists(
+            st.sampled_from(["elementwise", "pairwise", "listwise"] if n >= 3 else ["elementwise", "pairwise"]),
+            min_size=1,
+            max_size=3,
+            unique=True,
+        )
+    )
+    horizon = draw(st.integers(1, 6))
+    cfg = tiny_config()
+    cfg["data"]["tickers"] = tickers
+    cfg["states"] = {
+        "formats": formats,
+        "list_size": 3,
+        "horizon": horizon,
+        "window": draw(st.integers(2, 8)),
+        "stride": draw(st.integers(1, 4)),
+        "embargo": horizon + draw(st.integers(0, 3)),
+        "per_date": draw(st.one_of(st.none(), st.integers(1, 3))),
+        "features": draw(st.lists(st.sampled_from(["returns", "prices", "volume"]), min_size=1, unique=True)),
+        "max_prompt_tokens": draw(st.integers(60, 200)),
+        "train": {"start": "2018-01-01", "end": "2018-03-15", "max_states": draw(st.integers(1, 60))},
+        "validation": {"start": "2018-03-20", "end": "2018-04-20", "max_states": 40},
+        "test": {"start": "2018-04-25", "end": "2018-07-31", "max_states": 40},
+        "news_items": 2,
+    }
+    cfg["seed"] = draw(st.integers(0, 3))
+    seed = draw(st.integers(0, 10**6))
+    rng = np.random.default_rng(seed)
+    closes = 50 * np.exp(np.cumsum(rng.normal(0, 0.02, (len(DAYS), n)), axis=0))
+    wide = pd.DataFrame(closes, index=DAYS, columns=tickers).rename_axis("date")
+    prices = wide.reset_index().melt(id_vars="date", var_name="ticker", value_name="close")
+    prices["volume"] = rng.integers(1, 10_000, len(prices)).astype(float)
+    news = pd.DataFrame({"date": DAYS.repeat(n), "ticker": np.tile(tickers, len(DAYS))})
+    news["headline"] = [f"h{i}" for i in range(len(news))]
+    cut = DAYS[draw(st.integers(10, len(DAYS) - 10))]
+    return config.validate(cfg), prices, news, cut, rng
+
+
+def _build(cfg, prices, news):
+    try:
+        return get("market").make_states(prices, cfg, _count, news=news)
+    except Exception as err:  # a tight token budget is a legitimate, reported outcome
+        assert "max_prompt_tokens" in str(err)
+        return None
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_no_state_depends_on_anything_after_its_decision_date(case):
+    cfg, prices, news, cut, rng = case
+    built = _build(cfg, prices, news)
+    if built is None:
+        return
+    states, _ = built
+    later = prices["date"] > cut
+    shocked = prices.copy()
+    shocked.loc[later, "close"] *= rng.uniform(0.2, 5.0, later.sum())
+    shocked.loc[later, "volume"] *= rng.uniform(0.2, 5.0, later.sum())
+    late_news = news.copy()
+    late_news.loc[late_news.date > cut, "headline"] += "x"  # same token count, other text
+    again, _ = get("market").make_states(shocked, cfg, _count, news=late_news)
+    before = states[states.date <= cut].set_index("state_id")
+    after = again.set_index("state_id")
+    assert set(before.index) <= set(after.index)
+    assert list(after.loc[before.index, "prompt"]) == list(before.prompt)  # byte-identical
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_no_outcome_reaches_a_later_split_and_no_set_repeats_on_a_date(case):
+    cfg, prices, _, _, _ = case
+    built = _build(cfg, prices, None)
+    if built is None:
+        return
+    states, outcomes = built
+    out = outcomes.set_index("state_id").outcome_date
+    pos = {d: i for i, d in enumerate(DAYS)}
+    splits = [s for s in ("train", "validation", "test") if (states.split == s).any()]
+    for earlier, later in itertools.pairwise(splits):
+        a, b = states[states.split == earlier], states[states.split == later]
+        assert out[a.state_id].max() <= b.date.min()
+        assert pos[b.date.min()] - pos[a.date.max()] >= cfg["states"]["embargo"]
+    keys = [(d, f, frozenset(t)) for d, f, t in zip(states.date, states.format, states.tickers, strict=True)]
+    assert len(keys) == len(set(keys))
+    assert all(len(set(t)) == len(t) for t in states.tickers)

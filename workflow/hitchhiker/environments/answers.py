@@ -1,0 +1,153 @@
+"""The answer contract of the market environments: one grammar for every format, and what an
+answer earns.
+
+Grammar (case-insensitive; whitespace around the action and inside it is ignored):
+
+    completion := ACTION [ SEP rationale ]
+    SEP        := end of text | whitespace | one of . , : ; ! ) -
+
+    elementwise (one ticker):
+      ACTION := "long" | "flat" | "short"        weight +1, 0, -1
+              | NUMBER                           a weight in [-1, 1] (+ is long), e.g. 0.5
+    pairwise (labels A, B) and listwise (labels A, B, C, ... for k tickers):
+      ACTION := LABEL                            all of the $1 on that ticker, e.g. B
+              | LABEL=NUMBER {[,] LABEL=NUMBER}  weights in [0, 1] summing to 1 (within 0.01);
+                                                 labels not named get 0, e.g. A=0.7, B=0.3
+              | LABEL > LABEL {> LABEL}          a ranking of all k labels, best first;
+                                                 the $1 goes on the first, e.g. C>A>D>B
+    NUMBER := [+|-] digits [. digits] | [+|-] . digits
+
+Anything else is invalid, with one reason: ``empty``, ``not_an_action`` (the text does not
+start with an action of the state's format), ``unknown_label`` (a label beyond the state's
+k), ``bad_weights`` (out of range, repeated, or not summing to 1), ``bad_ranking`` (a
+ranking that does not name each label exactly once). The rationale is free text; the
+evaluation checks it for claims the state does not support (hitchhiker/hallucination.py).
+
+Reward of a valid answer with weights w over the state's tickers, whose simple returns from
+the decision close to the close ``horizon`` trading days later are r (adjusted closes):
+
+    gross  = sum_j w_j r_j                               dollars earned by $1 allocated as w
+    cost   = 2 * cost_bps / 10_000 * sum_j |w_j|         opening and closing every position
+    net    = gross - cost
+    simple reward = net - bench                          bench = 0, or with
+                                                         benchmark=equal_weight the mean of r
+                                                         (buy and hold for one ticker)
+    log reward    = log(1 + net) - log(1 + bench)        (1 + net floored at 1e-6)
+
+An invalid answer earns ``invalid_penalty``. Worked example (tests/test_answers.py): the
+answer "A=0.7, B=0.3" with r = (+4.0%, -2.0%), 10 bps a side, benchmark equal_weight:
+gross = 0.7 * 0.04 + 0.3 * -0.02 = $0.0220, cost = 2 * 0.001 * 1.0 = $0.0020, net = $0.0200,
+bench = (0.04 - 0.02) / 2 = $0.0100, reward = $0.0100; as log, log(1.02) - log(1.01) = 0.00985.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from string import ascii_uppercase
+
+import numpy as np
+
+WORDS = {"long": 1.0, "flat": 0.0, "short": -1.0}
+_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)"
+_END = r"(?=$|[\s.,:;!)\-])"
+_ELEMENT = re.compile(rf"\s*(?:(long|flat|short)|({_NUMBER})){_END}", re.IGNORECASE)
+_ALLOC = re.compile(rf"\s*([A-Za-z])\s*=\s*({_NUMBER})((?:(?:\s*,\s*|\s+)[A-Za-z]\s*=\s*{_NUMBER})*){_END}")
+_PAIR = re.compile(rf"(?:\s*,\s*|\s+)([A-Za-z])\s*=\s*({_NUMBER})")
+_RANKING = re.compile(rf"\s*([A-Za-z](?:\s*>\s*[A-Za-z])+){_END}")
+_LABEL = re.compile(rf"\s*([A-Za-z]){_END}")
+
+
+@dataclass(frozen=True)
+class Action:
+    """A parsed answer: valid with ``weights`` per state ticker (and the ``ranking`` of label
+    indices, best first, when the answer ranked them), or invalid with a reason."""
+
+    valid: bool
+    action: str | None = None
+    weights: tuple[float, ...] = ()
+    invalid_reason: str | None = None
+    ranking: tuple[int, ...] = ()
+
+
+def labels(k: int) -> str:
+    return ascii_uppercase[:k]
+
+
+def _invalid(reason: str) -> Action:
+    return Action(False, invalid_reason=reason)
+
+
+def _parse_element(text: str) -> Action:
+    m = _ELEMENT.match(text)
+    if not m:
+        return _invalid("not_an_action")
+    if m.group(1):
+        word = m.group(1).lower()
+        return Action(True, word, (WORDS[word],))
+    w = float(m.group(2))
+    if not -1.0 <= w <= 1.0:
+        return _invalid("bad_weights")
+    return Action(True, f"{w:+.2f}", (w,))
+
+
+def _parse_labelled(text: str, k: int) -> Action:
+    names = labels(k)
+
+    def index(letter: str) -> int | None:
+        i = names.find(letter.upper())
+        return i if i >= 0 else None
+
+    if m := _ALLOC.match(text):
+        pairs = [(m.group(1), m.group(2)), *_PAIR.findall(m.group(3))]
+        weights = [0.0] * k
+        seen = set()
+        for letter, num in pairs:
+            i = index(letter)
+            if i is None:
+                return _invalid("unknown_label")
+            w = float(num)
+            if i in seen or not 0.0 <= w <= 1.0:
+                return _invalid("bad_weights")
+            seen.add(i)
+            weights[i] = w
+        if abs(sum(weights) - 1.0) > 0.01:
+            return _invalid("bad_weights")
+        text = ",".join(f"{names[i]}={weights[i]:.2f}" for i in range(k) if i in seen)
+        return Action(True, text, tuple(weights))
+    if m := _RANKING.match(text):
+        order = [index(c) for c in re.findall(r"[A-Za-z]", m.group(1))]
+        if None in order:
+            return _invalid("unknown_label")
+        if sorted(order) != list(range(k)):
+            return _invalid("bad_ranking")
+        weights = tuple(1.0 if i == order[0] else 0.0 for i in range(k))
+        return Action(True, ">".join(names[i] for i in order), weights, ranking=tuple(order))
+    if m := _LABEL.match(text):
+        i = index(m.group(1))
+        if i is None:
+            return _invalid("unknown_label")
+        return Action(True, names[i], tuple(1.0 if j == i else 0.0 for j in range(k)))
+    return _invalid("not_an_action")
+
+
+def parse(completion: str, fmt: str, k: int | None = None) -> Action:
+    """Parse a completion for a state of format ``fmt`` with ``k`` tickers; never raises."""
+    if not isinstance(completion, str) or not completion.strip():
+        return _invalid("empty")
+    if fmt == "elementwise":
+        return _parse_element(completion)
+    return _parse_labelled(completion, 2 if fmt == "pairwise" else int(k or 0))
+
+
+def reward(action: Action, forward_returns, reward_cfg: dict) -> float:
+    """Dollar reward of ``action`` given the tickers' forward returns (see the module docstring)."""
+    if not action.valid:
+        return float(reward_cfg["invalid_penalty"])
+    w, r = np.asarray(action.weights, dtype=float), np.asarray(forward_returns, dtype=float)
+    net = float(w @ r) - 2 * reward_cfg["cost_bps"] / 10_000 * float(np.abs(w).sum())
+    bench = float(r.mean()) if reward_cfg["benchmark"] == "equal_weight" else 0.0
+    if reward_cfg["returns"] == "log":
+        return math.log(max(1.0 + net, 1e-6)) - math.log(max(1.0 + bench, 1e-6))
+    return net - bench
