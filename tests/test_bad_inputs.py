@@ -61,6 +61,16 @@ CASES = {
     "groups split across steps": cfg_case(
         lambda c: c["train"].update(per_device_batch_size=6), "train.per_device_batch_size"
     ),
+    "listwise larger than the universe": cfg_case(
+        lambda c: c["states"].update(formats=["listwise"], list_size=5), "states.list_size = 5"
+    ),
+    "validation overlaps test": cfg_case(
+        lambda c: c["states"].update(validation={"start": "2019-01-01", "end": "2019-04-01"}), "states.test.start"
+    ),
+    "evaluate a missing validation split": cfg_case(
+        lambda c: c["evaluate"].update(split="validation"), "states.validation is not set"
+    ),
+    "unknown fault policy": cfg_case(lambda c: c["data"].update(faults={"missing": "guess"}), "data.faults.missing"),
     "unknown environment": cfg_case(lambda c: c.update(environment="casino"), "config key environment"),
     # data
     "empty price file": file_case("", "is empty"),
@@ -69,7 +79,12 @@ CASES = {
     "only one ticker in the file": file_case("date,ticker,close\n2016-01-04,AAPL,100\n", "MSFT not in the file source"),
     "all prices missing": file_case("date,ticker,close\n2016-01-04,AAPL,\n2016-01-04,MSFT,\n", "no prices for"),
     "non-positive price": file_case(GOOD_ROWS + "2016-01-05,AAPL,0\n", "non-positive close"),
-    "duplicate rows": file_case(GOOD_ROWS + "2016-01-04,AAPL,101\n", "duplicate price row for AAPL"),
+    "duplicate rows that disagree": file_case(
+        GOOD_ROWS + "2016-01-04,AAPL,101\n", "duplicate price rows for AAPL on 2016-01-04 disagree"
+    ),
+    "duplicate rows (faults.duplicate error)": file_case(
+        GOOD_ROWS + "2016-01-04,AAPL,100\n", "duplicate price row for AAPL on 2016-01-04"
+    ),
     "price file missing": cfg_case(
         lambda c: c["data"].update(source="file", path="/nonexistent/p.csv"), "/nonexistent/p.csv does not exist"
     ),

@@ -5,8 +5,16 @@ Sources (config key data.source):
             1990-01-02 .. 2022-12-28 (data/sp500_dataset.csv.gz, from skfolio, BSD-3).
   file      a CSV or Parquet at data.path, long (date, ticker, close) or wide (a date
             column and one column per ticker).
-  yfinance  Yahoo Finance through the yfinance package (adjusted closes), cached per
-            ticker under data.cache_dir. Needs the [yfinance] extra and a network.
+  yfinance  Yahoo Finance through the yfinance package (adjusted closes and volume),
+            cached per ticker under data.cache_dir, retried with backoff. Needs the
+            [yfinance] extra and a network.
+A long table may carry a volume column (for states.features: volume).
+
+Every table then gets the data.faults treatment (see the schema): rows out of order,
+duplicate (date, ticker) rows, non-positive closes, tickers whose history starts or ends
+at different dates (listings, delistings), and missing closes inside a ticker's history
+(gaps) are each sorted, dropped, trimmed, forward-filled or refused with one line naming
+the ticker, the date and the fault. What was done is printed to the log.
 
 Usage:
   python -m hitchhiker.fetch_prices --config config.yaml --out results/default/prices.parquet
@@ -15,8 +23,10 @@ Usage:
 from __future__ import annotations
 
 import datetime as dt
+import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from hitchhiker import artifacts, cli, config
@@ -33,6 +43,8 @@ def _tidy(wide_or_long: pd.DataFrame, origin: str) -> pd.DataFrame:
     df = df.rename(columns={cols["date"]: "date"})
     if "ticker" in cols and "close" in cols:
         df = df.rename(columns={cols["ticker"]: "ticker", cols["close"]: "close"})
+        if "volume" in cols:
+            df = df.rename(columns={cols["volume"]: "volume"})
     else:
         df = df.melt(id_vars="date", var_name="ticker", value_name="close")
     dates = pd.to_datetime(df["date"], format="ISO8601", errors="coerce", utc=True)
@@ -45,7 +57,7 @@ def _tidy(wide_or_long: pd.DataFrame, origin: str) -> pd.DataFrame:
     df["date"] = dates.dt.tz_localize(None).dt.normalize()
     df["close"] = pd.to_numeric(df["close"], errors="coerce")
     df["ticker"] = df["ticker"].astype(str)
-    return df[["date", "ticker", "close"]]
+    return df[["date", "ticker", "close", *(["volume"] if "volume" in df else [])]]
 
 
 def read_file(path: str | Path) -> pd.DataFrame:
@@ -72,8 +84,34 @@ def available_tickers(data_cfg: dict) -> set[str] | None:
     return None
 
 
+YF_RETRIES, YF_BACKOFF_S = 3, 2.0
+
+
+def normalise_yfinance(raw: pd.DataFrame, ticker: str) -> pd.DataFrame:
+    """Tidy (date, ticker, close, volume) from one ``yfinance.download`` result.
+
+    yfinance returns flat columns (Open, High, Low, Close, Adj Close, Volume) in old versions
+    and (field, ticker) or, with group_by="ticker", (ticker, field) MultiIndex columns in
+    new ones. The close is the adjusted close: "Adj Close" when present (auto_adjust=False),
+    else "Close" (auto_adjust=True, the default, already adjusts it).
+    """
+    frame = raw
+    if isinstance(frame.columns, pd.MultiIndex):
+        level = next((i for i in range(frame.columns.nlevels) if ticker in frame.columns.get_level_values(i)), None)
+        if level is None:
+            raise cli.HitchhikerError(f"yfinance result for {ticker} has no {ticker} columns")
+        frame = frame.xs(ticker, axis=1, level=level)
+    field = "Adj Close" if "Adj Close" in frame.columns else "Close"
+    if field not in frame.columns:
+        raise cli.HitchhikerError(f"yfinance result for {ticker} has no Close column (columns: {list(frame.columns)})")
+    out = pd.DataFrame({"date": frame.index, "ticker": ticker, "close": frame[field].to_numpy()})
+    if "Volume" in frame.columns:
+        out["volume"] = frame["Volume"].to_numpy(dtype=float)
+    return out
+
+
 def _yfinance(tickers: list[str], start: dt.date, end: dt.date, cache_dir: Path) -> pd.DataFrame:
-    """Download adjusted closes per ticker, caching each ticker's frame as Parquet."""
+    """Download adjusted closes per ticker with retries and backoff, caching each as Parquet."""
     try:
         import yfinance as yf
     except ImportError:
@@ -84,25 +122,124 @@ def _yfinance(tickers: list[str], start: dt.date, end: dt.date, cache_dir: Path)
     for ticker in tickers:
         cache = cache_dir / f"{ticker}_{start}_{end}.parquet"
         if not cache.exists():
-            try:
-                raw = yf.download(
-                    ticker, start=str(start), end=str(end + dt.timedelta(days=1)), auto_adjust=True, progress=False
-                )
-            except Exception as err:
-                raise cli.HitchhikerError(f"yfinance download of {ticker} failed: {err}") from None
-            if raw is None or raw.empty:
-                raise cli.HitchhikerError(f"yfinance returned no prices for {ticker} (offline, or an unknown ticker?)")
-            close = raw["Close"]
-            if isinstance(close, pd.DataFrame):  # newer yfinance: columns are (field, ticker)
-                close = close.iloc[:, 0]
-            artifacts.write_parquet(
-                pd.DataFrame({"date": close.index, "ticker": ticker, "close": close.to_numpy()}), cache
-            )
+            problem = None
+            for attempt in range(YF_RETRIES):
+                try:
+                    raw = yf.download(
+                        ticker, start=str(start), end=str(end + dt.timedelta(days=1)), auto_adjust=True, progress=False
+                    )
+                    if raw is not None and not raw.empty:
+                        break
+                    problem = "no prices (offline, or an unknown ticker?)"
+                except Exception as err:  # yfinance raises many types for network trouble
+                    problem = str(err).splitlines()[0] if str(err) else type(err).__name__
+                if attempt + 1 < YF_RETRIES:
+                    time.sleep(YF_BACKOFF_S * 2**attempt)
+            else:
+                raise cli.HitchhikerError(f"yfinance download of {ticker} failed after {YF_RETRIES} tries: {problem}")
+            artifacts.write_parquet(normalise_yfinance(raw, ticker), cache)
         frames.append(pd.read_parquet(cache))
     return _tidy(pd.concat(frames), "yfinance")
 
 
-def fetch(cfg: dict) -> pd.DataFrame:
+def clean(prices: pd.DataFrame, faults: dict, need: int) -> tuple[pd.DataFrame, list[str]]:
+    """Apply the data.faults policies to a tidy table; return it and one line per treatment.
+
+    ``need`` is the fewest tickers the state formats need (for faults: ragged = drop).
+    """
+    notes: list[str] = []
+    idx = pd.MultiIndex.from_frame(prices[["date", "ticker"]])
+    if not idx.is_monotonic_increasing:
+        if faults["unsorted"] == "error":
+            bad = next(i for i in range(1, len(idx)) if idx[i] < idx[i - 1])
+            raise cli.HitchhikerError(
+                f"price row {bad + 1} ({prices.ticker.iloc[bad]} on {prices.date.iloc[bad].date()}) is out of "
+                f"(date, ticker) order (data.faults.unsorted = error)"
+            )
+        prices = prices.sort_values(["date", "ticker"], kind="stable")
+        notes.append("rows were out of (date, ticker) order: sorted")
+    dup = prices.duplicated(["date", "ticker"], keep=False)
+    if dup.any():
+        clash = prices[dup].groupby(["date", "ticker"])["close"].nunique(dropna=False) > 1
+        row = prices[dup].iloc[0]
+        if faults["duplicate"] == "error" or clash.any():
+            if clash.any():
+                d, t = clash[clash].index[0]
+                raise cli.HitchhikerError(f"duplicate price rows for {t} on {d.date()} disagree on the close")
+            raise cli.HitchhikerError(
+                f"duplicate price row for {row.ticker} on {row.date.date()} (data.faults.duplicate = error)"
+            )
+        prices = prices.drop_duplicates(["date", "ticker"], keep="last")
+        notes.append(
+            f"{int(dup.sum())} duplicate rows (identical closes): dropped, first {row.ticker} on {row.date.date()}"
+        )
+    bad = prices["close"] <= 0
+    if bad.any():
+        row = prices[bad].iloc[0]
+        if faults["non_positive"] == "error":
+            raise cli.HitchhikerError(f"non-positive close {row.close} for {row.ticker} on {row.date.date()}")
+        prices = prices.assign(close=prices["close"].where(~bad))
+        notes.append(
+            f"{int(bad.sum())} non-positive closes treated as missing, first {row.ticker} on {row.date.date()}"
+        )
+
+    wide = prices.pivot(index="date", columns="ticker", values="close").sort_index()
+    first, last = wide.apply(pd.Series.first_valid_index), wide.apply(pd.Series.last_valid_index)
+    if first.isna().any():
+        raise cli.HitchhikerError(f"no prices for {', '.join(first[first.isna()].index)} in the fetched range")
+    late, early = first[first > first.min()], last[last < last.max()]
+    if len(late) or len(early):
+        t, what = (
+            (late.index[0], f"starts {late.iloc[0].date()}, after {first.min().date()} (a listing)")
+            if len(late)
+            else (early.index[0], f"ends {early.iloc[0].date()}, before {last.max().date()} (a delisting)")
+        )
+        if faults["ragged"] == "error":
+            raise cli.HitchhikerError(f"ragged history: {t} {what} (data.faults.ragged = error)")
+        if faults["ragged"] == "drop":
+            gone = sorted(set(late.index) | set(early.index))
+            if wide.shape[1] - len(gone) < need:
+                raise cli.HitchhikerError(
+                    f"ragged history: dropping {', '.join(gone)} leaves fewer than the {need} tickers the formats need"
+                )
+            wide = wide.drop(columns=gone)
+            notes.append(f"ragged history ({t} {what}): dropped {', '.join(gone)}")
+        else:
+            wide = wide.loc[first.max() : last.min()]
+            notes.append(f"ragged history ({t} {what}): trimmed to {first.max().date()} .. {last.min().date()}")
+    wide = wide.dropna(how="all")
+    gaps = wide.isna()
+    if gaps.to_numpy().any():
+        t = gaps.any().idxmax()
+        d = gaps[t].idxmax()
+        if faults["missing"] == "error":
+            raise cli.HitchhikerError(f"missing close for {t} on {d.date()} (data.faults.missing = error)")
+        if faults["missing"] == "drop":
+            wide = wide[~gaps.any(axis=1)]
+            notes.append(f"{int(gaps.any(axis=1).sum())} dates with a missing close dropped, first {t} on {d.date()}")
+        else:
+            limit = faults["ffill_limit"]
+            held = gaps.to_numpy()
+            total = np.cumsum(held, axis=0)
+            run = total - np.maximum.accumulate(np.where(held, 0, total), axis=0)  # gap length so far
+            if (run > limit).any():
+                row, j = np.argwhere(run > limit)[0]
+                t, gap_start = wide.columns[j], wide.index[row - limit]
+                raise cli.HitchhikerError(
+                    f"missing closes for {t} from {gap_start.date()}: a gap longer than "
+                    f"data.faults.ffill_limit = {limit} trading days"
+                )
+            wide = wide.ffill()
+            notes.append(f"{int(gaps.to_numpy().sum())} missing closes forward-filled, first {t} on {d.date()}")
+    out = wide.rename_axis(columns=None).reset_index().melt(id_vars="date", var_name="ticker", value_name="close")
+    if "volume" in prices:
+        vol = prices.pivot(index="date", columns="ticker", values="volume")
+        out = out.merge(vol.stack().rename("volume").reset_index(), on=["date", "ticker"], how="left")
+        out["volume"] = out["volume"].fillna(0.0)  # a filled day traded nothing
+    return out.sort_values(["date", "ticker"]).reset_index(drop=True), notes
+
+
+def fetch(cfg: dict) -> tuple[pd.DataFrame, list[str]]:
     data, states = cfg["data"], cfg["states"]
     pad = dt.timedelta(days=2 * (states["window"] + states["horizon"]) + 30)
     start = config.date_at(cfg, "data", "start") or config.date_at(cfg, "states", "train", "start") - pad
@@ -118,19 +255,11 @@ def fetch(cfg: dict) -> pd.DataFrame:
         raise cli.HitchhikerError(f"config key data.tickers: {', '.join(missing)} not in the {data['source']} source")
     prices = prices[prices["ticker"].isin(data["tickers"])]
     prices = prices[(prices["date"] >= pd.Timestamp(start)) & (prices["date"] <= pd.Timestamp(end))]
-    prices = prices.dropna(subset=["close"])
-    bad = prices[prices["close"] <= 0]
-    if len(bad):
-        row = bad.iloc[0]
-        raise cli.HitchhikerError(f"non-positive close {row.close} for {row.ticker} on {row.date.date()}")
-    dup = prices.duplicated(["date", "ticker"])
-    if dup.any():
-        row = prices[dup].iloc[0]
-        raise cli.HitchhikerError(f"duplicate price row for {row.ticker} on {row.date.date()}")
-    empty = sorted(set(data["tickers"]) - set(prices["ticker"]))
+    empty = sorted(set(data["tickers"]) - set(prices.dropna(subset=["close"])["ticker"]))
     if empty:
         raise cli.HitchhikerError(f"no prices for {', '.join(empty)} between {start} and {end}")
-    return prices.sort_values(["date", "ticker"]).reset_index(drop=True)
+    need = max({"elementwise": 1, "pairwise": 2}.get(f, states.get("list_size", 4)) for f in states["formats"])
+    return clean(prices.reset_index(drop=True), data["faults"], need)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -139,7 +268,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True, help="Parquet file to write")
     args = p.parse_args(argv)
     cfg = config.load(args.config, set(SECTIONS))
-    prices = fetch(cfg)
+    prices, notes = fetch(cfg)
+    for line in notes:
+        print(f"fetch_prices: {line}")
     artifacts.write_parquet(prices, args.out)
     print(
         f"fetch_prices: {len(prices)} rows, {prices.ticker.nunique()} tickers, "
