@@ -2,11 +2,13 @@
 
 import math
 
+import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hitchhiker.environments.answers import Action, parse, reward
+from hitchhiker.environments.answers import Action, parse, reward, score_many
 
 SIMPLE = {"invalid_penalty": -0.05, "cost_bps": 0, "benchmark": "none", "returns": "simple"}
 
@@ -122,3 +124,37 @@ def test_parse_is_tolerant_of_case_and_whitespace_only(answer, pad, rationale):
     assert parse(pad + answer + rationale, "pairwise").weights == parse(answer.upper(), "pairwise").weights
     assert parse(answer + rationale, "pairwise").valid
     assert not parse("x" + answer, "pairwise").valid
+
+
+COMPLETION = st.one_of(
+    st.text(max_size=30),
+    st.from_regex(r"\s*[a-eA-E](\s*[=>,]\s*[a-eA-E0-9.+-]{0,4}){0,4}[ .,;x]?.{0,5}", fullmatch=True),
+    st.from_regex(r"\s*(long|FLAT|Short|[+-]?[0-9]?\.?[0-9]{0,3})[ .,x)]?.{0,5}", fullmatch=True),
+)
+REWARD_CFG = st.fixed_dictionaries(
+    {
+        "invalid_penalty": st.just(-0.05),
+        "cost_bps": st.sampled_from([0, 5, 12.5]),
+        "benchmark": st.sampled_from(["none", "equal_weight"]),
+        "returns": st.sampled_from(["simple", "log"]),
+    }
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(COMPLETION, FORMATS), min_size=1, max_size=40), REWARD_CFG, st.integers(0, 2**31))
+def test_the_column_scorer_equals_parse_and_reward_row_by_row(rows, cfg, seed):
+    rng = np.random.default_rng(seed)
+    texts = [t for t, _ in rows]
+    fmts = np.array([f for _, (f, _) in rows])
+    k = np.array([kk for _, (_, kk) in rows])
+    fwd = np.zeros((len(rows), 5))
+    for i, kk in enumerate(k):
+        fwd[i, :kk] = rng.normal(0, 0.05, kk)
+    got = score_many(texts, fmts, fwd, k, cfg)
+    for i, (text, (fmt, kk)) in enumerate(rows):
+        a = parse(text, fmt, kk)
+        action, reason = (None if pd.isna(x) else x for x in (got.action[i], got.invalid_reason[i]))
+        assert (got.valid[i], action, reason) == (a.valid, a.action, a.invalid_reason), text
+        assert list(got.weights[i]) == pytest.approx(list(a.weights))
+        assert got.reward[i] == pytest.approx(reward(a, fwd[i, :kk], cfg), abs=1e-12)

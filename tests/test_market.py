@@ -31,15 +31,19 @@ def _count(texts):
     return np.array([len(t.split()) for t in texts])
 
 
+def _fits(texts, budget):
+    return _count(texts.to_pylist()) <= budget  # make_states passes Arrow strings
+
+
 def test_states_never_see_prices_after_their_decision_date():
     cfg = _cfg()
     prices = _prices()
-    states, _ = get("market").make_states(prices, cfg, _count)
+    states, _ = get("market").make_states(prices, cfg, _fits)
     cut = states["date"].sort_values().iloc[len(states) // 2]
     shocked = prices.copy()
     later = shocked["date"] > cut
     shocked.loc[later, "close"] *= np.random.default_rng(0).uniform(0.5, 1.5, later.sum())
-    again, _ = get("market").make_states(shocked, cfg, _count)
+    again, _ = get("market").make_states(shocked, cfg, _fits)
     before = states[states.date <= cut].set_index("state_id")
     assert len(before) > 20
     assert set(before.index) <= set(again.state_id)  # same content hash => same prompt
@@ -49,7 +53,7 @@ def test_states_never_see_prices_after_their_decision_date():
 def test_outcomes_are_forward_returns_and_train_respects_the_embargo():
     cfg = _cfg()
     prices = _prices()
-    states, outcomes = get("market").make_states(prices, cfg, _count)
+    states, outcomes = get("market").make_states(prices, cfg, _fits)
     wide = prices.pivot(index="date", columns="ticker", values="close")
     days = list(wide.index)
     h = cfg["states"]["horizon"]
@@ -66,7 +70,7 @@ def test_outcomes_are_forward_returns_and_train_respects_the_embargo():
 
 
 def test_pairs_are_unique_per_date_and_order_is_randomised():
-    states, _ = get("market").make_states(_prices(), _cfg(), _count)
+    states, _ = get("market").make_states(_prices(), _cfg(), _fits)
     pairs = states[states.format == "pairwise"]
     keys = pairs.apply(lambda r: (r.date, frozenset(r.tickers)), axis=1)
     assert keys.is_unique
@@ -76,10 +80,10 @@ def test_pairs_are_unique_per_date_and_order_is_randomised():
 
 def test_token_budget_trims_the_oldest_history_first():
     cfg = _cfg()
-    full, _ = get("market").make_states(_prices(), cfg, _count)
+    full, _ = get("market").make_states(_prices(), cfg, _fits)
     budget = int(full.prompt.map(lambda p: _count([p])[0]).max()) - 3
     cfg["states"]["max_prompt_tokens"] = budget
-    trimmed, _ = get("market").make_states(_prices(), cfg, _count)
+    trimmed, _ = get("market").make_states(_prices(), cfg, _fits)
     assert trimmed.prompt.map(lambda p: _count([p])[0]).max() <= budget
     assert trimmed.history_days.min() < cfg["states"]["window"]
     row = trimmed[trimmed.history_days < cfg["states"]["window"]].iloc[0]
@@ -93,12 +97,12 @@ def test_budget_too_small_for_any_history_is_an_error():
     cfg = _cfg()
     cfg["states"]["max_prompt_tokens"] = 16
     with pytest.raises(HitchhikerError, match="max_prompt_tokens"):
-        get("market").make_states(_prices(), cfg, _count)
+        get("market").make_states(_prices(), cfg, _fits)
 
 
 def test_synthetic_environment_plants_a_learnable_signal():
     cfg = _cfg()
-    states, outcomes = get("synthetic").make_states(_prices(n_days=800), cfg, _count)
+    states, outcomes = get("synthetic").make_states(_prices(n_days=800), cfg, _fits)
     df = states.merge(outcomes[["state_id", "forward_returns"]], on="state_id")
     pair = df[df.format == "pairwise"]
     last = pair.prompt.map(lambda p: [h[-1] for h in market.shown_returns(p)])
@@ -119,7 +123,7 @@ def test_listwise_sets_are_unique_per_date_and_labelled_in_random_order():
     cfg["states"].update(formats=["listwise"], list_size=3, per_date=None)
     tickers = ("AAPL", "MSFT", "KO", "JPM", "XOM")
     cfg["data"]["tickers"] = list(tickers)
-    states, outcomes = get("market").make_states(_prices(tickers=tickers), cfg, _count)
+    states, outcomes = get("market").make_states(_prices(tickers=tickers), cfg, _fits)
     keys = [(d, frozenset(t)) for d, t in zip(states.date, states.tickers, strict=True)]
     assert len(keys) == len(set(keys))
     assert states.groupby("date").size().max() == 10  # per_date null: all C(5, 3) sets
@@ -132,7 +136,7 @@ def test_listwise_sets_are_unique_per_date_and_labelled_in_random_order():
 def test_per_date_caps_the_sets_drawn_on_each_date():
     cfg = _cfg()
     cfg["states"]["per_date"] = 2
-    states, _ = get("market").make_states(_prices(), cfg, _count)
+    states, _ = get("market").make_states(_prices(), cfg, _fits)
     assert states.groupby(["split", "format", "date"]).size().max() == 2
 
 
@@ -150,7 +154,7 @@ def test_price_and_volume_features_render_and_pass_the_audit():
     cfg = _cfg()
     cfg["states"]["features"] = ["returns", "prices", "volume"]
     prices = _volume_prices()
-    states, outcomes = get("market").make_states(prices, cfg, _count)
+    states, outcomes = get("market").make_states(prices, cfg, _fits)
     p = states.prompt.iloc[0]
     assert market.SECTIONS["prices"] in p and market.SECTIONS["volume"] in p
     shown = market.shown(p)
@@ -159,7 +163,7 @@ def test_price_and_volume_features_render_and_pass_the_audit():
     assert all(abs(v.mean() - 100) < 0.05 for v in shown["volume"].values())
     get("market").audit(prices, states, outcomes, cfg)
     with pytest.raises(HitchhikerError, match="no volume column"):
-        get("market").make_states(_prices(), cfg, _count)
+        get("market").make_states(_prices(), cfg, _fits)
 
 
 def test_news_shows_only_headlines_up_to_the_decision_date():
@@ -169,7 +173,7 @@ def test_news_shows_only_headlines_up_to_the_decision_date():
     news = pd.DataFrame(
         {"date": days, "ticker": np.resize(["AAPL", "MSFT", "KO"], 400), "headline": [f"story {i}" for i in range(400)]}
     )
-    states, outcomes = get("market").make_states(prices, cfg, _count, news=news)
+    states, outcomes = get("market").make_states(prices, cfg, _fits, news=news)
     for row in states.sample(30, random_state=0).itertuples():
         lines = market.news_lines(row.prompt)
         assert 0 < len(lines) <= cfg["states"]["news_items"]
@@ -187,7 +191,7 @@ def test_validation_split_sits_between_train_and_test_with_embargoes():
     cfg["states"]["validation"] = {"start": "2016-10-01", "end": "2016-10-31", "max_states": 1000}
     cfg = config.validate(cfg)
     prices = _prices()
-    states, outcomes = get("market").make_states(prices, cfg, _count)
+    states, outcomes = get("market").make_states(prices, cfg, _fits)
     assert set(states.split) == {"train", "validation", "test"}
     report = get("market").audit(prices, states, outcomes, cfg)
     assert report["train_to_validation"]["embargo_trading_days"] >= cfg["states"]["horizon"]
@@ -195,3 +199,16 @@ def test_validation_split_sits_between_train_and_test_with_embargoes():
     out = outcomes.set_index("state_id").outcome_date
     for earlier, later in (("train", "validation"), ("validation", "test")):
         assert out[states[states.split == earlier].state_id].max() <= states[states.split == later].date.min()
+
+
+def test_the_budget_check_agrees_with_exact_token_counts(base_run):
+    from transformers import AutoTokenizer
+
+    from hitchhiker import build_states, policy
+
+    tok = AutoTokenizer.from_pretrained(base_run / "policy" / "round_0" / "model")
+    texts = list(pd.read_parquet(base_run / "states.parquet").prompt)
+    exact = np.array([len(tok(policy.chat(tok, t), add_special_tokens=False).input_ids) for t in texts])
+    fits = build_states.budget_check(tok, chunk=7)
+    for budget in (exact.min() - 1, int(np.median(exact)), exact.max(), exact.max() + 40, 10_000):
+        assert np.array_equal(fits(texts, budget), exact <= budget)

@@ -7,8 +7,10 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from transformers import AutoTokenizer
 
 from conftest import ROOT, run, tiny_config, write_config
+from hitchhiker import policy
 from hitchhiker.environments import answers
 
 CFG = tiny_config(rounds=2)
@@ -55,9 +57,10 @@ def test_states_and_outcomes(pipeline):
     assert states[states.split == "train"].date.max() < states[states.split == "test"].date.min()
     assert (states.date >= "2016-01-01").all() and (states.date <= "2019-12-31").all()
     assert "forward_returns" not in states.columns and "outcome_date" not in states.columns
+    tok = AutoTokenizer.from_pretrained(res / "policy" / "round_0" / "model")
     for row in states.itertuples():
         assert all(t in row.prompt for t in row.tickers)
-        assert row.prompt_tokens <= 384
+        assert len(tok(policy.chat(tok, row.prompt), add_special_tokens=False).input_ids) <= 384
 
 
 def test_rollouts_record_groups_temperatures_and_logprobs(pipeline):

@@ -21,6 +21,10 @@ def _count(texts):
     return np.array([len(t.split()) for t in texts])
 
 
+def _fits(texts, budget):
+    return _count(texts.to_pylist()) <= budget  # make_states passes Arrow strings
+
+
 @st.composite
 def cases(draw):
     n = draw(st.integers(2, 4))
@@ -66,7 +70,7 @@ def cases(draw):
 
 def _build(cfg, prices, news):
     try:
-        return get("market").make_states(prices, cfg, _count, news=news)
+        return get("market").make_states(prices, cfg, _fits, news=news)
     except Exception as err:  # a tight token budget is a legitimate, reported outcome
         assert "max_prompt_tokens" in str(err)
         return None
@@ -86,7 +90,7 @@ def test_no_state_depends_on_anything_after_its_decision_date(case):
     shocked.loc[later, "volume"] *= rng.uniform(0.2, 5.0, later.sum())
     late_news = news.copy()
     late_news.loc[late_news.date > cut, "headline"] += "x"  # same token count, other text
-    again, _ = get("market").make_states(shocked, cfg, _count, news=late_news)
+    again, _ = get("market").make_states(shocked, cfg, _fits, news=late_news)
     before = states[states.date <= cut].set_index("state_id")
     after = again.set_index("state_id")
     assert set(before.index) <= set(after.index)

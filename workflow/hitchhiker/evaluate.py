@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
         s.insert(1, "mode", mode)
         parts.append(s)
     preds = pd.concat(parts, ignore_index=True)
-    preds = pd.concat([preds, score.score_frame(preds, states, outcomes, cfg)], axis=1)
+    preds = pd.concat([preds, score.score_frame(preds, outcomes, cfg)], axis=1)
     preds["correct"] = correct(preds, outcomes)
     preds = preds.merge(states[["state_id", "date", "format", "tickers"]], on="state_id")
     preds.insert(0, "round", args.round)

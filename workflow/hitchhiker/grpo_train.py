@@ -34,8 +34,9 @@ def replay(buffer: str, run: str, round_: int) -> pd.DataFrame:
         raise cli.HitchhikerError(f"replay buffer {buffer} does not exist")
     with duckdb.connect(buffer, read_only=True) as con:
         return con.execute(
-            """SELECT r.state_id, r.sample_idx, r.prompt_ids, r.completion_ids, r.logprobs, s.reward
+            """SELECT r.state_id, r.sample_idx, p.prompt_ids, r.completion_ids, r.logprobs, s.reward
                FROM rollouts r JOIN scores s USING (run, round, state_id, sample_idx)
+               JOIN prompts p USING (run, round, state_id)
                WHERE r.run = ? AND r.round = ? ORDER BY r.state_id, r.sample_idx""",
             [run, round_],
         ).df()

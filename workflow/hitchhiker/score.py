@@ -6,7 +6,8 @@ round's buffer is an immutable artifact and the file accumulates across rounds. 
 (keys in brackets; re-scoring a round replaces its rows):
   states    [run, state_id]                   the train and test states
   outcomes  [run, state_id]                   realised forward returns per ticker
-  rollouts  [run, round, state_id, sample_idx] completions, token ids, behaviour logprobs
+  prompts   [run, round, state_id]             the prompt token ids the round's policy saw
+  rollouts  [run, round, state_id, sample_idx] completions, their token ids, behaviour logprobs
   scores    [run, round, state_id, sample_idx] action, valid, invalid_reason, reward
 
 Usage:
@@ -22,20 +23,24 @@ import shutil
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 
-from hitchhiker import artifacts, cli, config, environments
+from hitchhiker import artifacts, cli, config
+from hitchhiker.environments import answers
 
 SECTIONS = ["run", "environment", "reward"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS states (run VARCHAR, state_id VARCHAR, split VARCHAR, format VARCHAR,
   date TIMESTAMP, horizon INTEGER, tickers VARCHAR[], prompt VARCHAR, history_days INTEGER,
-  prompt_tokens INTEGER, PRIMARY KEY (run, state_id));
+  PRIMARY KEY (run, state_id));
 CREATE TABLE IF NOT EXISTS outcomes (run VARCHAR, state_id VARCHAR, split VARCHAR, format VARCHAR,
   outcome_date TIMESTAMP, tickers VARCHAR[], forward_returns DOUBLE[], PRIMARY KEY (run, state_id));
+CREATE TABLE IF NOT EXISTS prompts (run VARCHAR, round INTEGER, state_id VARCHAR, prompt_ids INTEGER[],
+  PRIMARY KEY (run, round, state_id));
 CREATE TABLE IF NOT EXISTS rollouts (run VARCHAR, round INTEGER, state_id VARCHAR, sample_idx INTEGER,
-  temperature DOUBLE, prompt_ids INTEGER[], completion_ids INTEGER[], logprobs DOUBLE[],
+  temperature DOUBLE, completion_ids INTEGER[], logprobs DOUBLE[],
   finish VARCHAR, completion VARCHAR, policy VARCHAR, PRIMARY KEY (run, round, state_id, sample_idx));
 CREATE TABLE IF NOT EXISTS scores (run VARCHAR, round INTEGER, state_id VARCHAR, sample_idx INTEGER,
   action VARCHAR, weights DOUBLE[], valid BOOLEAN, invalid_reason VARCHAR, reward DOUBLE,
@@ -43,19 +48,19 @@ CREATE TABLE IF NOT EXISTS scores (run VARCHAR, round INTEGER, state_id VARCHAR,
 """
 
 
-def score_frame(samples: pd.DataFrame, states: pd.DataFrame, outcomes: pd.DataFrame, cfg: dict) -> pd.DataFrame:
+def score_frame(samples: pd.DataFrame, outcomes: pd.DataFrame, cfg: dict) -> pd.DataFrame:
     """action, weights, valid, invalid_reason, reward for each sample row (never raises)."""
-    # One parse per sample is inherent (the grammar is a regex per completion); it runs at
-    # benchmarks/score's figures, far above what rollout produces.
-    env = environments.get(cfg["environment"])
-    fmt = states.set_index("state_id")["format"]
-    fwd = outcomes.set_index("state_id")["forward_returns"]
-    rows = []
-    for sid, text in zip(samples["state_id"], samples["completion"], strict=True):
-        r = fwd[sid]
-        act = env.parse(text, fmt[sid], len(r))
-        rows.append((act.action, list(act.weights), act.valid, act.invalid_reason, env.reward(act, r, cfg["reward"])))
-    return pd.DataFrame(rows, index=samples.index, columns=["action", "weights", "valid", "invalid_reason", "reward"])
+    out = outcomes.set_index("state_id")
+    pos = out.index.get_indexer(samples["state_id"])
+    k_state = np.fromiter(map(len, out["forward_returns"]), np.int64, len(out))
+    fwd_state = np.zeros((len(out), max(1, k_state.max(initial=1))))
+    fwd_state[np.arange(fwd_state.shape[1]) < k_state[:, None]] = np.concatenate(
+        [np.asarray(r, dtype=float) for r in out["forward_returns"]]
+    )
+    frame = answers.score_many(
+        samples["completion"], out["format"].to_numpy()[pos], fwd_state[pos], k_state[pos], cfg["reward"]
+    )
+    return frame.set_axis(samples.index)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -72,23 +77,20 @@ def main(argv: list[str] | None = None) -> None:
     run = cfg["run"]
     if args.previous and not Path(args.previous).is_file():
         raise cli.HitchhikerError(f"previous replay buffer {args.previous} does not exist")
-    rollouts = artifacts.read_parquet(args.rollouts, artifacts.ROLLOUTS)
-    if set(rollouts["round"]) != {args.round}:
+    rollouts = artifacts.read_table(args.rollouts, artifacts.ROLLOUTS)  # Arrow: token lists go to DuckDB as-is
+    keys = rollouts.select(["round", "state_id", "sample_idx", "completion"]).to_pandas()
+    if set(keys["round"]) != {args.round}:
         raise cli.HitchhikerError(
-            f"{args.rollouts} holds rounds {sorted(set(rollouts['round']))}, not --round {args.round}"
+            f"{args.rollouts} holds rounds {sorted(set(keys['round']))}, not --round {args.round}"
         )
     states, outcomes = (
-        artifacts.read_parquet(args.states, artifacts.STATES),
+        artifacts.read_table(args.states, artifacts.STATES),
         artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES),
     )
-    missing = set(rollouts["state_id"]) - set(outcomes["state_id"])
+    missing = set(keys["state_id"]) - set(outcomes["state_id"])
     if missing:
         raise cli.HitchhikerError(f"{args.rollouts}: state {min(missing)} has no outcome in {args.outcomes}")
-    scores = pd.concat(
-        [rollouts[["round", "state_id", "sample_idx"]], score_frame(rollouts, states, outcomes, cfg)], axis=1
-    )
-    for df in (states, outcomes, rollouts, scores):
-        df.insert(0, "run", run)
+    scores = pd.concat([keys.drop(columns="completion"), score_frame(keys, outcomes, cfg)], axis=1)
 
     with artifacts.atomic_path(args.out) as tmp:
         if args.previous:
@@ -96,15 +98,26 @@ def main(argv: list[str] | None = None) -> None:
         with duckdb.connect(str(tmp)) as con:
             con.execute(SCHEMA)
             con.execute("BEGIN TRANSACTION")
-            # table names are our constants; values always travel as parameters or frames
-            for name, df in (("states", states), ("outcomes", outcomes), ("rollouts", rollouts), ("scores", scores)):
-                if name in ("states", "outcomes"):
-                    con.execute(f"DELETE FROM {name} WHERE run = ?", [run])
-                else:
-                    con.execute(f"DELETE FROM {name} WHERE run = ? AND round = ?", [run, args.round])
-                con.register("incoming", df)
-                con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM incoming")
-                con.unregister("incoming")
+            # table names are our constants; values always travel as parameters or registered frames
+            con.register("states_in", states)
+            con.register("outcomes_in", outcomes)
+            con.register("rollouts_in", rollouts)
+            con.register("scores_in", scores)
+            for name in ("states", "outcomes"):
+                con.execute(f"DELETE FROM {name} WHERE run = ?", [run])
+                con.execute(f"INSERT INTO {name} BY NAME SELECT ?::VARCHAR AS run, * FROM {name}_in", [run])
+            for name in ("prompts", "rollouts", "scores"):
+                con.execute(f"DELETE FROM {name} WHERE run = ? AND round = ?", [run, args.round])
+            # every sample of a state shares its prompt: store the token ids once per state
+            con.execute(
+                "INSERT INTO prompts BY NAME SELECT DISTINCT ON (state_id) ?::VARCHAR AS run, round, state_id,"
+                " prompt_ids FROM rollouts_in",
+                [run],
+            )
+            con.execute(
+                "INSERT INTO rollouts BY NAME SELECT ?::VARCHAR AS run, * EXCLUDE (prompt_ids) FROM rollouts_in", [run]
+            )
+            con.execute("INSERT INTO scores BY NAME SELECT ?::VARCHAR AS run, * FROM scores_in", [run])
             con.execute("COMMIT")
             valid, mean = con.execute(
                 "SELECT avg(valid::INT), avg(reward) FROM scores WHERE run = ? AND round = ?", [run, args.round]

@@ -1,7 +1,7 @@
 """Environments: what is domain-specific lives behind one small interface.
 
 An environment has
-  make_states(prices, cfg, n_tokens, news) -> (states, outcomes)  build_states
+  make_states(prices, cfg, fits, news) -> (states, outcomes)      build_states
   parse(completion, format, k) -> Action                         score, evaluate
   reward(action, forward_returns, reward_cfg) -> float           score, evaluate, summarize
   audit(prices, states, outcomes, cfg) -> report                 audit (raises on leakage)

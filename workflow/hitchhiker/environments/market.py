@@ -304,11 +304,12 @@ class Market:
         return out
 
     def make_states(
-        self, prices: pd.DataFrame, cfg: dict, n_tokens, news: pd.DataFrame | None = None
+        self, prices: pd.DataFrame, cfg: dict, fits, news: pd.DataFrame | None = None
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """States and outcomes for every split and format.
 
-        ``n_tokens(texts)`` counts each chat-templated prompt's tokens with the policy's tokenizer.
+        ``fits(texts, budget)`` says whether each chat-templated prompt has at most ``budget``
+        tokens of the policy's tokenizer (build_states.budget_check).
         """
         st = cfg["states"]
         wide = self.prices_for_states(prices, cfg)
@@ -329,14 +330,14 @@ class Market:
                     keep = np.sort(rng.permutation(len(pos))[:cap])
                     pos, sets = pos[keep], sets[keep]
                 order = np.take_along_axis(sets, np.argsort(rng.random(sets.shape), axis=1), axis=1)
-                s, o = self._build(fmt, idx[pos], order, closes, volume, dates, wide.columns, st, n_tokens, news)
+                s, o = self._build(fmt, idx[pos], order, closes, volume, dates, wide.columns, st, fits, news)
                 s.insert(1, "split", split)
                 o.insert(1, "split", split)
                 states.append(s)
                 outcomes.append(o)
         return pd.concat(states, ignore_index=True), pd.concat(outcomes, ignore_index=True)
 
-    def _build(self, fmt, days, order, closes, volume, dates, columns, st, n_tokens, news):
+    def _build(self, fmt, days, order, closes, volume, dates, columns, st, fits, news):
         """States and outcomes of one split and format: decision-day positions ``days``, ticker
         indices ``order`` (states, k) in prompt order."""
         h, window = st["horizon"], st["window"]
@@ -363,16 +364,16 @@ class Market:
             return render_batch(fmt, names[rows], feats, h, None if blocks is None else blocks.take(rows))
 
         n = len(days)
-        prompts = np.empty(n, dtype=object)
+        parts, placed = [], []
         kept = np.full(n, window)
-        tokens = np.zeros(n, dtype=np.int64)
         rows = np.arange(n)
         for days_kept in range(window, 1, -1):
-            text = prompts_with(days_kept, rows).to_numpy(zero_copy_only=False)
-            count = np.asarray(n_tokens(list(text)))
-            fits = count <= st["max_prompt_tokens"]
-            prompts[rows[fits]], tokens[rows[fits]], kept[rows[fits]] = text[fits], count[fits], days_kept
-            rows = rows[~fits]
+            text = prompts_with(days_kept, rows)
+            ok = np.asarray(fits(text, st["max_prompt_tokens"]), dtype=bool)
+            parts.append(text.filter(pa.array(ok)))
+            placed.append(rows[ok])
+            kept[rows[ok]] = days_kept
+            rows = rows[~ok]
             if not len(rows):
                 break
         if len(rows):
@@ -380,14 +381,15 @@ class Market:
                 f"config key states.max_prompt_tokens = {st['max_prompt_tokens']}: a {fmt} prompt with "
                 f"2 days of history does not fit"
             )
-        prompt_arr = pa.array(prompts, type=pa.string())
+        # back into state order: the chunk holding state i at position j
+        prompt_arr = pa.concat_arrays(parts).take(pa.array(np.argsort(np.concatenate(placed), kind="stable")))
         ids = _state_ids(fmt, dates[days], h, names, prompt_arr)
         k = names.shape[1]
         tickers = pd.Series(
             pa.FixedSizeListArray.from_arrays(pa.array(names.ravel().astype(str)), k).cast(pa.list_(pa.string())),
             dtype=pd.ArrowDtype(pa.list_(pa.string())),
         )
-        fwd = closes[days + h][np.arange(n)[:, None], order] / c[..., -1] - 1
+        fwd = closes[(days + h)[:, None], order] / c[..., -1] - 1
         state_frame = pd.DataFrame(
             {
                 "state_id": ids,
@@ -397,7 +399,6 @@ class Market:
                 "tickers": tickers,
                 "prompt": pd.Series(prompt_arr, dtype=pd.ArrowDtype(pa.string())),
                 "history_days": kept,
-                "prompt_tokens": tokens,
             }
         )
         outcome_frame = pd.DataFrame(

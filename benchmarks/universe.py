@@ -1,0 +1,64 @@
+"""The generated universe the scale benchmarks run on: geometric random walks, seeded."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+def universe(n_tickers: int, n_days: int, seed: int = 0) -> tuple[pd.DataFrame, list[str]]:
+    """Long (date, ticker, close) table of ``n_tickers`` over ``n_days`` business days."""
+    rng = np.random.default_rng(seed)
+    tickers = [f"T{i:03d}" for i in range(n_tickers)]
+    dates = pd.bdate_range("1990-01-01", periods=n_days)
+    closes = 50 * np.exp(np.cumsum(rng.normal(0.0002, 0.015, (n_days, n_tickers)), axis=0))
+    long = pd.DataFrame(
+        {"date": np.repeat(dates, n_tickers), "ticker": np.tile(tickers, n_days), "close": closes.ravel()}
+    )
+    return long, tickers
+
+
+def states_config(tickers: list[str], dates, per_date: int) -> dict:
+    """Pairwise states on every trading day: the first 80% train, the rest test."""
+    cut = int(len(dates) * 0.8)
+    day = lambda i: str(dates[i])[:10]  # noqa: E731
+    return {
+        "run": "bench",
+        "data": {"source": "sample", "tickers": tickers},
+        "states": {
+            "formats": ["pairwise"],
+            "horizon": 5,
+            "window": 10,
+            "stride": 1,
+            "per_date": per_date,
+            "train": {"start": day(0), "end": day(cut), "max_states": None},
+            "test": {"start": day(cut + 10), "end": day(len(dates) - 1), "max_states": None},
+        },
+    }
+
+
+def tiny_policy(out: Path, tickers: list[str]) -> None:
+    """The default tiny model and tokenizer, as a policy directory."""
+    from hitchhiker import config, policy
+
+    model = config.validate({"run": "bench", "data": {"tickers": tickers}}, {"run", "data", "model"})["model"]
+    out.mkdir(parents=True)
+    policy.build_tiny(out, model, tickers[:20], 0)
+    (out / "policy.json").write_text(json.dumps({"model": "model", "round": 0}))
+
+
+def timed(cmd: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (GB) of one child process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ})
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    out = proc.stdout.read().decode()
+    if status != 0:
+        sys.exit(f"{' '.join(cmd)} failed:\n{out}")
+    return wall, usage.ru_maxrss / 1024**2
