@@ -20,3 +20,5 @@ rule all:
         f"{RESULTS}/metrics.json",
         f"{RESULTS}/learning_curve.png",
         f"{RESULTS}/equity_curves.png",
+        f"{RESULTS}/calibration.png",
+        f"{RESULTS}/invalid_answers.png",

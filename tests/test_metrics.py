@@ -6,8 +6,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from hitchhiker import hallucination
 from hitchhiker.environments import market
-from hitchhiker.metrics import block_bootstrap_ci, decision_stats, max_drawdown, portfolio_returns, sharpe
+from hitchhiker.metrics import (
+    block_bootstrap_ci,
+    brier,
+    calibration,
+    decision_stats,
+    max_drawdown,
+    portfolio_returns,
+    rank_ic,
+    series_bootstrap_ci,
+    sharpe,
+    spearman,
+)
 
 
 def test_sharpe_by_hand():
@@ -76,7 +88,9 @@ def test_decision_stats_fields():
     assert s["hit_rate"]["mean"] == pytest.approx(2 / 3)
     assert s["valid_rate"]["mean"] == pytest.approx(2 / 3) and s["accuracy"]["mean"] == pytest.approx(0.5)
     assert s["median_reward"] == pytest.approx(0.02)
-    assert s["max_drawdown"] == pytest.approx(0.01)
+    assert s["max_drawdown"]["mean"] == pytest.approx(0.01)
+    lo, hi = s["sharpe"]["ci95"]
+    assert lo <= s["sharpe"]["mean"] <= hi
 
 
 def test_baselines_read_the_shown_history():
@@ -90,3 +104,65 @@ def test_baselines_read_the_shown_history():
     assert b["mean_reversion"] == [(0.0, 1.0), (1.0,)]
     assert b["random"] == [(0.5, 0.5), (0.0,)] and b["always_first"] == [(1.0, 0.0), (1.0,)]
     assert b["equal_weight"] == [(0.5, 0.5), (1.0,)]
+
+
+def test_sharpe_interval_covers_the_truth_of_a_known_process():
+    rng = np.random.default_rng(3)
+    r = rng.normal(0.002, 0.01, 2000)  # true per-period Sharpe 0.2, annualised (stride 5) 0.2 * sqrt(50.4)
+    lo, hi = series_bootstrap_ci(r, 1, lambda x: sharpe(x, 5), seed=0)
+    assert lo < 0.2 * math.sqrt(252 / 5) < hi and hi - lo < 1.0
+    lo, hi = series_bootstrap_ci(r, 1, max_drawdown, seed=0)
+    assert 0 <= lo <= max_drawdown(r) <= hi
+
+
+def test_spearman_by_hand():
+    assert spearman([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0)
+    # ranks (1, 2, 3, 4) vs (2, 1, 4, 3): d^2 sums to 4, rho = 1 - 6 * 4 / (4 * 15) = 0.6
+    assert spearman([1, 2, 3, 4], [0.2, 0.1, 0.4, 0.3]) == pytest.approx(0.6)
+    assert math.isnan(spearman([0.5, 0.5], [0.1, 0.2]))  # an even split prefers nothing
+
+
+def _answers():
+    d1, d2 = pd.Timestamp("2020-01-02"), pd.Timestamp("2020-01-09")
+    return pd.DataFrame(
+        {
+            "date": [d1, d1, d2, d2, d1, d1, d1],
+            "format": ["pairwise", "pairwise", "listwise", "pairwise", "elementwise", "elementwise", "elementwise"],
+            "valid": [True, True, True, False, True, True, True],
+            "weights": [[1.0, 0.0], [0.7, 0.3], [0.0, 0.0, 1.0], [], [1.0], [-0.5], [0.0]],
+            "preference": [[1.0, 0.0], [0.7, 0.3], [2.0, 1.0, 3.0], [], [1.0], [-0.5], [0.0]],
+            "forward_returns": [[0.02, 0.01], [-0.01, 0.03], [0.01, -0.02, 0.05], [0.1, 0.0], [0.03], [-0.01], [0.01]],
+        }
+    )
+
+
+def test_rank_ic_by_hand():
+    ic = rank_ic(_answers())
+    # right pair +1, wrong pair -1, ranking C>A>B with returns C>A>B +1, the invalid answer
+    # nothing; the three elementwise answers of one date: positions (1, -0.5, 0) against
+    # returns (0.03, -0.01, 0.01) rank identically, +1
+    assert sorted(ic.tolist()) == pytest.approx([-1.0, 1.0, 1.0, 1.0])
+
+
+def test_brier_and_calibration_by_hand():
+    b = brier(_answers())
+    # A=1 and A wins: 0; A=0.7 but B wins: (0.7^2 + 0.7^2) / 2 = 0.49; listwise all on C, C
+    # wins: 0; elementwise: (1 - 1)^2 = 0, (0.25 - 0)^2 = 0.0625, (0.5 - 1)^2 = 0.25
+    assert sorted(b.round(6).tolist()) == [0.0, 0.0, 0.0, 0.0625, 0.25, 0.49]
+    table = {tuple(row["bin"]): row for row in calibration(_answers())}
+    assert table[(0.8, 1.0)]["n"] == 3 and table[(0.8, 1.0)]["observed"] == 1.0  # 1.0, 1.0 (C), p_up 1.0
+    assert table[(0.6, 0.8)] == {"bin": [0.6, 0.8], "n": 1, "forecast": 0.7, "observed": 0.0}
+
+
+def test_hallucination_counts_unsupported_returns_and_unknown_tickers():
+    prompt = market.render("pairwise", ["AAPL", "MSFT"], np.array([[0.01, 0.02], [-0.01, 0.005]]), 5)
+    tickers = ["AAPL", "MSFT"]
+    assert hallucination.check("A because AAPL rose 2% yesterday", prompt, tickers) == (1, 0, False)
+    assert hallucination.check("A, up 3.02% in two days", prompt, tickers) == (1, 0, False)  # compounded
+    assert hallucination.check("B: MSFT -1.00% then +0.5%", prompt, tickers) == (2, 0, False)
+    assert hallucination.check("A rose 7%", prompt, tickers) == (1, 1, False)
+    assert hallucination.check("A, +1.5% is the trend", prompt, tickers) == (1, 1, False)
+    assert hallucination.check("A beats TSLA", prompt, tickers) == (0, 0, True)
+    assert hallucination.check("A, as US GDP grows", prompt, tickers) == (0, 0, False)
+    assert hallucination.check("M]ijortnsA to toTortor7y", prompt, tickers) == (0, 0, False)

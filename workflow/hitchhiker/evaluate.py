@@ -5,15 +5,21 @@ one greedy completion and evaluate.samples_per_state sampled ones at the rollout
 temperature centre. Each answer is parsed and rewarded exactly as in training.
 
 Metrics, per decoding mode:
-  valid_rate      share of answers that parse (the rest are "hallucinated" formats)
-  accuracy        among valid pairwise answers, the share that picked the ticker with the
-                  higher realised return; among valid long/short answers, the share whose
-                  direction matched the realised return's sign (flat answers excluded)
+  valid_rate      share of answers that parse; invalid_reasons counts the rest by reason
+  hallucination   unsupported_claim_rate and unknown_ticker_rate: answers whose text claims
+                  a return the prompt does not support, or names a ticker not in the state
+                  (hitchhiker/hallucination.py says exactly what counts)
+  accuracy        among valid multi-ticker answers, the share whose top weight went to the
+                  ticker with the highest realised return; among valid elementwise answers
+                  with a position, the share whose sign matched the return's (flat excluded)
+  rank_ic         Spearman correlation of the answer's preference with realised returns
   mean_reward     mean dollar reward per decision, invalid answers at the penalty
-  hit_rate, median_reward, and the Sharpe and maximum drawdown of the portfolio the
-  decisions induce (hitchhiker/metrics.py says how overlapping horizons are handled).
-Intervals are 95%, from a block bootstrap over decision dates (states on the same date
-share a market, and overlapping horizons share days, so they are resampled together).
+  hit_rate, median_reward, Sharpe and maximum drawdown of the portfolio the decisions
+  induce, brier (with a calibration table) for the answers' weights read as probabilities
+  (hitchhiker/metrics.py has the definitions).
+``n`` gives the answers behind each figure. Intervals are 95%, from a block bootstrap over
+decision dates (states on the same date share a market, and overlapping horizons share
+days, so they are resampled together).
 
 Usage:
   python -m hitchhiker.evaluate --config config.yaml --round 1 --states results/default/states.parquet \\
@@ -26,8 +32,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hitchhiker import artifacts, cli, config, rollout, score
-from hitchhiker.metrics import decision_stats
+from hitchhiker import artifacts, cli, config, hallucination, rollout, score
+from hitchhiker.environments import answers
+from hitchhiker.metrics import block_bootstrap_ci, block_length, brier, calibration, decision_stats, rank_ic
 
 SECTIONS = ["run", "seed", "environment", "states", "model", "rollout", "reward", "evaluate"]
 
@@ -40,14 +47,14 @@ def held_out_states(states: pd.DataFrame, split: str, max_states: int, seed: int
 
 
 def correct(preds: pd.DataFrame, outcomes: pd.DataFrame) -> pd.Series:
-    """1.0 if a valid answer is right, 0.0 if wrong, NaN if invalid or flat."""
+    """1.0 if a valid answer is right, 0.0 if wrong, NaN if invalid, flat or split evenly at the top."""
     fwd = outcomes.set_index("state_id")["forward_returns"]
     out = []
     for sid, valid, w in zip(preds.state_id, preds.valid, preds.weights, strict=True):
         r = np.asarray(fwd[sid])
         w = np.asarray(w)
-        if not valid or not np.any(w):
-            out.append(np.nan)
+        if not valid or not np.any(w) or (len(w) > 1 and (w == w.max()).sum() > 1):
+            out.append(np.nan)  # no direction, or no single top pick
         elif len(r) == 1:
             out.append(float(np.sign(w[0]) == np.sign(r[0])))
         else:
@@ -55,13 +62,39 @@ def correct(preds: pd.DataFrame, outcomes: pd.DataFrame) -> pd.Series:
     return pd.Series(out, index=preds.index)
 
 
+def preference(preds: pd.DataFrame) -> list[list[float]]:
+    """What each answer prefers, per ticker: its weights, or for a ranking k - rank."""
+    out = []
+    for text, fmt, tickers, w in zip(preds.completion, preds.format, preds.tickers, preds.weights, strict=True):
+        ranking = answers.parse(text, fmt, len(tickers)).ranking
+        out.append([float(len(ranking) - ranking.index(j)) for j in range(len(ranking))] if ranking else list(w))
+    return out
+
+
 def metrics(preds: pd.DataFrame, states_cfg: dict, seed: int) -> dict:
     h, stride = states_cfg["horizon"], states_cfg["stride"]
+    block = block_length(h, stride)
     out = {}
     for mode, part in preds.groupby("mode"):
         m = decision_stats(part, h, stride, seed)
         m["states"] = int(part.state_id.nunique())
         m["invalid_reasons"] = part.invalid_reason.dropna().value_counts().to_dict()
+        m["n_valid"] = int(part.valid.sum())
+        m["n_accuracy"] = int(part.correct.notna().sum())
+        m["hallucination"] = {
+            "answers_with_claims": int((part.claims > 0).sum()),
+            "claims": int(part.claims.sum()),
+        }
+        for key, col in (
+            ("unsupported_claim_rate", part.unsupported > 0),
+            ("unknown_ticker_rate", part.unknown_ticker),
+        ):
+            mean, lo, hi = block_bootstrap_ci(col.astype(float), part.date, block, seed)
+            m["hallucination"][key] = {"mean": mean, "ci95": [lo, hi]}
+        for key, series in (("rank_ic", rank_ic(part)), ("brier", brier(part))):
+            mean, lo, hi = block_bootstrap_ci(series.to_numpy(), series.index.to_numpy(), block, seed)
+            m[key] = {"mean": mean, "ci95": [lo, hi], "n": len(series)}
+        m["calibration"] = calibration(part)
         out[mode] = m
     return out
 
@@ -92,9 +125,16 @@ def main(argv: list[str] | None = None) -> None:
     preds = pd.concat(parts, ignore_index=True)
     preds = pd.concat([preds, score.score_frame(preds, outcomes, cfg)], axis=1)
     preds["correct"] = correct(preds, outcomes)
-    preds = preds.merge(states[["state_id", "date", "format", "tickers"]], on="state_id")
+    preds = preds.merge(states[["state_id", "date", "format", "tickers", "prompt"]], on="state_id")
+    preds = preds.merge(outcomes[["state_id", "forward_returns"]], on="state_id")
+    preds["preference"] = preference(preds)
+    checks = [
+        hallucination.check(c, p, t) for c, p, t in zip(preds.completion, preds.prompt, preds.tickers, strict=True)
+    ]
+    preds[["claims", "unsupported", "unknown_ticker"]] = pd.DataFrame(checks, index=preds.index)
+    preds["unknown_ticker"] = preds["unknown_ticker"].astype(bool)
     preds.insert(0, "round", args.round)
-    preds = preds.drop(columns=["prompt_ids", "completion_ids", "logprobs"])
+    preds = preds.drop(columns=["prompt_ids", "completion_ids", "logprobs", "prompt"])
     result = {"round": args.round, "policy": args.policy, **metrics(preds, cfg["states"], seed)}
     artifacts.write_parquet(preds, args.predictions)
     artifacts.write_json(result, args.metrics)

@@ -1,4 +1,5 @@
-"""Statistics shared by evaluate and summarize: block bootstrap, portfolio returns, Sharpe, drawdown.
+"""Statistics shared by evaluate and summarize: block bootstrap, portfolio returns, Sharpe,
+drawdown, rank information coefficient, Brier score and calibration.
 
 Decisions on the same date share a market, and with a stride shorter than the horizon
 their outcomes overlap in time, so uncertainty is estimated by a circular block bootstrap
@@ -9,7 +10,19 @@ that date's decisions and held for the horizon. When horizons overlap (stride < 
 each date commits only stride / horizon of the capital, so exposure never exceeds 1; its
 per-date return is then (stride / horizon) x the mean reward of the date's decisions.
 Sharpe is annualised with 252 / stride periods a year; the maximum drawdown is the largest
-fall of the compounded equity curve from its running peak.
+fall of the compounded equity curve from its running peak. Their intervals resample the
+per-date portfolio returns in the same blocks and recompute the statistic (for drawdown,
+a path statistic, the interval describes paths like this one, not a sampling error).
+
+Rank IC: Spearman's correlation between what an answer prefers and what happened. For a
+pairwise or listwise answer, over its tickers: the weights (a ranking answer prefers by
+rank); for elementwise answers, across each date's states: the position against the
+realised return. Ties in preference (equal weights, a lone state on a date) give no IC.
+
+Brier score: for pairwise and listwise answers, the mean over the state's tickers of
+(weight - 1[that ticker returned the most])^2, the usual binary Brier of "A wins" for a
+pair; for elementwise answers ((w + 1) / 2 - 1[return > 0])^2, reading the position w as a
+probability of a rise. The calibration table bins these forecasts in fifths.
 """
 
 from __future__ import annotations
@@ -81,9 +94,96 @@ def decision_stats(frame: pd.DataFrame, horizon: int, stride: int, seed: int = 0
         out[name] = {"mean": mean, "ci95": [lo, hi]}
     out["median_reward"] = float(frame["reward"].median())
     port = portfolio_returns(frame["reward"], frame["date"], horizon, stride)
-    out["sharpe"] = sharpe(port, stride)
-    out["max_drawdown"] = max_drawdown(port)
+    for name, fn in (("sharpe", lambda r: sharpe(r, stride)), ("max_drawdown", max_drawdown)):
+        out[name] = {"mean": fn(port.to_numpy()), "ci95": list(series_bootstrap_ci(port.to_numpy(), block, fn, seed))}
     return out
+
+
+def series_bootstrap_ci(values, block: int, fn, seed: int = 0, n: int = BOOTSTRAP) -> tuple[float, float]:
+    """95% percentile interval of ``fn`` over circular block resamples of a time series."""
+    v = np.asarray(values, dtype=float)
+    m = len(v)
+    if m < 2:
+        return (math.nan, math.nan)
+    block = min(block, m)
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, m, size=(n, math.ceil(m / block)))
+    idx = ((starts[:, :, None] + np.arange(block)) % m).reshape(n, -1)[:, :m]
+    stats = np.array([fn(v[i]) for i in idx])
+    stats = stats[np.isfinite(stats)]
+    if not len(stats):
+        return (math.nan, math.nan)
+    lo, hi = np.percentile(stats, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def spearman(a, b) -> float:
+    """Spearman's rank correlation (average ranks for ties); NaN when either side is constant."""
+    ra, rb = pd.Series(a).rank().to_numpy(), pd.Series(b).rank().to_numpy()
+    if len(ra) < 2 or np.ptp(ra) == 0 or np.ptp(rb) == 0:
+        return math.nan
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def rank_ic(frame: pd.DataFrame) -> pd.Series:
+    """One IC per (state, answer) for multi-ticker answers and per date for elementwise ones,
+    indexed by date; ``frame`` has date, format, valid, preference and forward_returns."""
+    ok = frame[frame["valid"]]
+    multi = ok[ok["format"] != "elementwise"]
+    values = [spearman(p, r) for p, r in zip(multi["preference"], multi["forward_returns"], strict=True)]
+    out = [pd.Series(values, index=multi["date"].to_numpy(), dtype=float)]
+    single = ok[ok["format"] == "elementwise"]
+    for date, part in single.groupby("date"):
+        out.append(
+            pd.Series(
+                [spearman([p[0] for p in part["preference"]], [r[0] for r in part["forward_returns"]])], index=[date]
+            )
+        )
+    return pd.concat(out).dropna()
+
+
+def forecasts(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(forecast, outcome, row) pairs of valid answers: a weight per ticker and whether that
+    ticker returned the most, or an elementwise position as a probability of a rise."""
+    f, o, row = [], [], []
+    for i, (fmt, valid, w, r) in enumerate(
+        zip(frame["format"], frame["valid"], frame["weights"], frame["forward_returns"], strict=True)
+    ):
+        if not valid:
+            continue
+        w, r = np.asarray(w, dtype=float), np.asarray(r, dtype=float)
+        if fmt == "elementwise":
+            f.append((w[0] + 1) / 2)
+            o.append(float(r[0] > 0))
+            row.append(i)
+        else:
+            f.extend(w)
+            o.extend((r == r.max()).astype(float))
+            row.extend([i] * len(w))
+    return np.asarray(f), np.asarray(o), np.asarray(row, dtype=int)
+
+
+def brier(frame: pd.DataFrame) -> pd.Series:
+    """Brier score of each valid answer (see the module docstring), indexed by date."""
+    f, o, row = forecasts(frame)
+    per_row = pd.Series((f - o) ** 2).groupby(row).mean()
+    return pd.Series(per_row.to_numpy(), index=frame["date"].to_numpy()[per_row.index.to_numpy(dtype=int)])
+
+
+def calibration(frame: pd.DataFrame) -> list[dict]:
+    """Forecasts binned in fifths: count, mean forecast, observed frequency."""
+    f, o, _ = forecasts(frame)
+    bins = np.minimum((f * 5).astype(int), 4)
+    return [
+        {
+            "bin": [b / 5, (b + 1) / 5],
+            "n": int((bins == b).sum()),
+            "forecast": float(f[bins == b].mean()),
+            "observed": float(o[bins == b].mean()),
+        }
+        for b in range(5)
+        if (bins == b).any()
+    ]
 
 
 def paired_difference(a: pd.Series, b: pd.Series, dates: pd.Series, horizon: int, stride: int, seed: int = 0) -> dict:

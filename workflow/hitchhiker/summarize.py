@@ -8,15 +8,18 @@ test states. Writes metrics.json:
   reward_minus_base    each trained round minus the base policy, paired state by state
   reward_minus_baseline  the last round minus each baseline, paired state by state
 every mean with a 95% block-bootstrap interval over decision dates; learning_curve.png
-(valid rate, accuracy, mean reward per round, with intervals) and equity_curves.png (the
-portfolio of the last round's greedy decisions against the baselines').
+(valid rate, accuracy, rank IC, mean reward per round, with intervals), equity_curves.png
+(the portfolio of the last round's greedy decisions against the baselines'),
+calibration.png (weights read as probabilities against outcomes, base and last round) and
+invalid_answers.png (invalid answers by reason, per round).
 
 Usage:
   python -m hitchhiker.summarize --config config.yaml --states results/default/states.parquet \\
       --outcomes results/default/outcomes.parquet \\
       --predictions results/default/eval/round_*/predictions.parquet \\
       --metrics results/default/eval/round_*/metrics.json --out-json results/default/metrics.json \\
-      --out-plot results/default/learning_curve.png --out-equity results/default/equity_curves.png
+      --out-plot results/default/learning_curve.png --out-equity results/default/equity_curves.png \\
+      --out-calibration results/default/calibration.png --out-invalid results/default/invalid_answers.png
 """
 
 from __future__ import annotations
@@ -70,10 +73,11 @@ def _interval_plot(ax, xs, stats, color, label):
 
 
 def plot_learning_curve(rounds: list[dict], path) -> None:
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
+    fig, axes = plt.subplots(1, 4, figsize=(15, 3.5))
     titles = {
         "valid_rate": "valid answers",
         "accuracy": "accuracy (valid answers)",
+        "rank_ic": "rank IC (valid answers)",
         "mean_reward": "mean reward per decision ($)",
     }
     xs = [m["round"] for m in rounds]
@@ -109,6 +113,52 @@ def plot_equity(curves: dict[str, pd.Series], path) -> None:
     plt.close(fig)
 
 
+def plot_calibration(rounds: list[dict], path) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4), sharey=True)
+    for ax, mode in zip(axes, MODES, strict=True):
+        ax.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle="--")
+        for m in (rounds[0], rounds[-1]) if len(rounds) > 1 else rounds[:1]:
+            table = m[mode]["calibration"]
+            if table:
+                ax.scatter(
+                    [b["forecast"] for b in table],
+                    [b["observed"] for b in table],
+                    s=[10 + 2 * b["n"] for b in table],
+                    alpha=0.6,
+                    label=f"round {m['round']} (n={sum(b['n'] for b in table)})",
+                )
+        ax.set_title(f"{mode}: weight as a forecast")
+        ax.set_xlabel("forecast probability (bin mean)")
+        ax.set_xlim(-0.05, 1.05)
+        ax.set_ylim(-0.05, 1.05)
+        ax.legend(fontsize=8)
+    axes[0].set_ylabel("observed frequency")
+    fig.tight_layout()
+    with artifacts.atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+
+
+def plot_invalid(rounds: list[dict], path) -> None:
+    reasons = sorted({r for m in rounds for mode in MODES for r in m[mode]["invalid_reasons"]})
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), sharey=True)
+    for ax, mode in zip(axes, MODES, strict=True):
+        bottom = np.zeros(len(rounds))
+        for reason in reasons:
+            share = np.array([m[mode]["invalid_reasons"].get(reason, 0) / m[mode]["n"] for m in rounds])
+            ax.bar([m["round"] for m in rounds], share, bottom=bottom, label=reason)
+            bottom += share
+        ax.set_title(f"{mode}: invalid answers by reason")
+        ax.set_xlabel("round (0 = base model)")
+        ax.set_xticks([m["round"] for m in rounds])
+    axes[0].set_ylabel("share of answers")
+    axes[-1].legend(fontsize=8)
+    fig.tight_layout()
+    with artifacts.atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = cli.parser(__doc__)
     cli.add_config_arg(p)
@@ -119,6 +169,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out-json", required=True)
     p.add_argument("--out-plot", required=True)
     p.add_argument("--out-equity", required=True)
+    p.add_argument("--out-calibration", required=True)
+    p.add_argument("--out-invalid", required=True)
     args = p.parse_args(argv)
     cfg = config.load(args.config, set(SECTIONS))
     h, stride, seed = cfg["states"]["horizon"], cfg["states"]["stride"], cfg["seed"]
@@ -170,6 +222,8 @@ def main(argv: list[str] | None = None) -> None:
     for name, part in base_rows.groupby("baseline"):
         curves[name] = portfolio_returns(part.reward, part.date, h, stride)
     plot_equity(curves, args.out_equity)
+    plot_calibration(rounds, args.out_calibration)
+    plot_invalid(rounds, args.out_invalid)
 
     for mode in MODES:
         d = minus_base.get(f"round_{last}", {}).get(mode)

@@ -52,6 +52,16 @@ rule summarize:
             caption="../report/equity_curves.rst",
             category="Evaluation",
         ),
+        calibration=report(
+            f"{RESULTS}/calibration.png",
+            caption="../report/calibration.rst",
+            category="Evaluation",
+        ),
+        invalid=report(
+            f"{RESULTS}/invalid_answers.png",
+            caption="../report/invalid_answers.rst",
+            category="Evaluation",
+        ),
     log:
         f"{RESULTS}/logs/summarize.log",
     conda:
@@ -61,4 +71,5 @@ rule summarize:
     shell:
         "python -m hitchhiker.summarize --config {params.cfg:q} --states {input.states:q}"
         " --outcomes {input.outcomes:q} --predictions {input.predictions:q} --metrics {input.metrics:q}"
-        " --out-json {output.json:q} --out-plot {output.plot:q} --out-equity {output.equity:q} 2>&1 | tee {log:q}"
+        " --out-json {output.json:q} --out-plot {output.plot:q} --out-equity {output.equity:q}"
+        " --out-calibration {output.calibration:q} --out-invalid {output.invalid:q} 2>&1 | tee {log:q}"
