@@ -87,7 +87,8 @@ def test_decision_stats_fields():
     assert s["mean_reward"]["mean"] == pytest.approx(0.04 / 3)
     assert s["hit_rate"]["mean"] == pytest.approx(2 / 3)
     assert s["valid_rate"]["mean"] == pytest.approx(2 / 3) and s["accuracy"]["mean"] == pytest.approx(0.5)
-    assert s["median_reward"] == pytest.approx(0.02)
+    assert s["median_reward"]["median"] == pytest.approx(0.02)
+    assert s["median_reward"]["ci95"][0] <= 0.02 <= s["median_reward"]["ci95"][1]
     assert s["max_drawdown"]["mean"] == pytest.approx(0.01)
     lo, hi = s["sharpe"]["ci95"]
     assert lo <= s["sharpe"]["mean"] <= hi

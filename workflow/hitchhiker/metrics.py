@@ -56,6 +56,22 @@ def block_bootstrap_ci(values, dates, block: int, seed: int = 0, n: int = BOOTST
     return float(sums.sum() / counts.sum()), float(lo), float(hi)
 
 
+def block_bootstrap_median_ci(values, dates, block: int, seed: int = 0, n: int = 500) -> tuple[float, float]:
+    """95% percentile interval of the median of ``values``, resampling blocks of dates as above."""
+    frame = pd.DataFrame({"v": np.asarray(values, dtype=float), "d": np.asarray(dates)}).dropna()
+    if frame.empty:
+        return (math.nan, math.nan)
+    groups = [g.to_numpy() for _, g in frame.groupby("d")["v"]]
+    m = len(groups)
+    block = min(block, m)
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, m, size=(n, math.ceil(m / block)))
+    idx = ((starts[:, :, None] + np.arange(block)) % m).reshape(n, -1)[:, :m]
+    medians = [np.median(np.concatenate([groups[j] for j in row])) for row in idx]
+    lo, hi = np.percentile(medians, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
 def portfolio_returns(rewards, dates, horizon: int, stride: int) -> pd.Series:
     """Per-date return of the portfolio the decisions induce (see the module docstring)."""
     per_date = pd.Series(np.asarray(rewards, dtype=float), index=pd.Index(dates)).groupby(level=0).mean()
@@ -92,7 +108,10 @@ def decision_stats(frame: pd.DataFrame, horizon: int, stride: int, seed: int = 0
     for name, col in columns.items():
         mean, lo, hi = block_bootstrap_ci(col, frame["date"], block, seed)
         out[name] = {"mean": mean, "ci95": [lo, hi]}
-    out["median_reward"] = float(frame["reward"].median())
+    out["median_reward"] = {
+        "median": float(frame["reward"].median()),
+        "ci95": list(block_bootstrap_median_ci(frame["reward"], frame["date"], block, seed)),
+    }
     port = portfolio_returns(frame["reward"], frame["date"], horizon, stride)
     for name, fn in (("sharpe", lambda r: sharpe(r, stride)), ("max_drawdown", max_drawdown)):
         out[name] = {"mean": fn(port.to_numpy()), "ci95": list(series_bootstrap_ci(port.to_numpy(), block, fn, seed))}
