@@ -1,9 +1,12 @@
 """The shipped accelerate configs load with accelerate's own loader and say what their names say."""
 
+import sys
+
 import pytest
 from accelerate.commands.config.config_args import load_config_from_file
 
 from conftest import ROOT, run, tiny_config, write_config
+from hitchhiker import launch
 
 CONFIGS = ROOT / "configs" / "accelerate"
 
@@ -28,5 +31,19 @@ def test_the_rule_launches_with_the_chosen_config_file_and_the_gpu_count(tmp_pat
     write_config(tmp_path / "config.yaml", tiny_config(train={"accelerate_config": zero2}))
     proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", tmp_path / "config.yaml", "-n", "-p",
                "--set-resources", "grpo_train:gpu=4", cwd=tmp_path)  # fmt: skip
-    launch = next(line for line in (proc.stdout + proc.stderr).splitlines() if "accelerate launch" in line)
-    assert f"accelerate launch --num_processes 4 --config_file {zero2} -m hitchhiker.grpo_train" in launch
+    launch = next(line for line in (proc.stdout + proc.stderr).splitlines() if "hitchhiker.launch" in line)
+    assert f"python -m hitchhiker.launch --nproc 4 --accelerate-config {zero2} -- --config" in launch
+
+
+@pytest.mark.parametrize(
+    "cuda, nproc, config_file, head",
+    [
+        (True, 4, "z2.yaml", ["accelerate", "launch", "--num_processes", "4", "--config_file", "z2.yaml"]),
+        (True, 1, None, ["accelerate", "launch", "--num_processes", "1", "--num_machines", "1"]),
+        (False, 2, "z2.yaml", ["torchrun", "--standalone", "--nproc_per_node", "2"]),  # gloo workers
+        (False, 1, None, [sys.executable]),
+    ],
+)
+def test_launch_picks_accelerate_on_gpus_and_torchrun_on_cpu(cuda, nproc, config_file, head):
+    cmd = launch.command(nproc, config_file, ["--round", "1"], cuda)
+    assert cmd[: len(head)] == head and cmd[-4:] == ["-m", "hitchhiker.grpo_train", "--round", "1"]

@@ -50,13 +50,9 @@ def test_rollout_func_rejects_a_misaligned_batch():
         func(["s0", "s0", "s1", "s1"], SimpleNamespace(accelerator=SimpleNamespace(process_index=0)))
 
 
-@pytest.mark.parametrize("lora", [True, False])
-def test_grpo_train_cli_updates_the_policy(base_run, tmp_path, lora):
-    cfg = write_config(
-        tmp_path / "c.yaml",
-        tiny_config(train={**tiny_config()["train"], "lora": {"enabled": lora, "r": 4, "alpha": 8}}),
-    )
-    rollouts, buffer, out = tmp_path / "r.parquet", tmp_path / "b.duckdb", tmp_path / "policy"
+def _round1_buffer(cfg, base_run, tmp_path):
+    """Round 1 rolled out and scored, rewards replaced by a learnable signal."""
+    rollouts, buffer = tmp_path / "r.parquet", tmp_path / "b.duckdb"
     rollout_round1(cfg, base_run, rollouts)
     stage(
         "score",
@@ -80,6 +76,16 @@ def test_grpo_train_cli_updates_the_policy(base_run, tmp_path, lora):
             "UPDATE scores SET reward = -len(r.completion_ids) / 10 FROM rollouts r "
             "WHERE r.state_id = scores.state_id AND r.sample_idx = scores.sample_idx"
         )
+    return buffer
+
+
+@pytest.mark.parametrize("lora", [True, False])
+def test_grpo_train_cli_updates_the_policy(base_run, tmp_path, lora):
+    cfg = write_config(
+        tmp_path / "c.yaml",
+        tiny_config(train={**tiny_config()["train"], "lora": {"enabled": lora, "r": 4, "alpha": 8}}),
+    )
+    buffer, out = _round1_buffer(cfg, base_run, tmp_path), tmp_path / "policy"
     stage(
         "grpo_train",
         "--config",
@@ -102,3 +108,27 @@ def test_grpo_train_cli_updates_the_policy(base_run, tmp_path, lora):
     log = pd.read_csv(out / "train_log.csv")
     assert "reward" in log.columns and log["reward"].notna().any()
     assert not list(tmp_path.glob(".policy*")), "temporary training files left behind"
+
+
+def test_two_cpu_processes_train_on_the_same_data_as_one(base_run, tmp_path):
+    train = {**tiny_config()["train"], "lora": {"enabled": False}}
+    one = write_config(tmp_path / "one.yaml", tiny_config(train={**train, "per_device_batch_size": 16}))
+    two = write_config(
+        tmp_path / "two.yaml", tiny_config(train={**train, "per_device_batch_size": 8, "num_processes": 2})
+    )
+    buffer = _round1_buffer(one, base_run, tmp_path)
+    logs, weights = [], []
+    for n, cfg in ((1, one), (2, two)):
+        out = tmp_path / f"policy_{n}"
+        proc = stage("launch", "--nproc", n, "--", "--config", cfg, "--round", "1", "--buffer", buffer,
+                     "--policy", base_run / "policy" / "round_0", "--out", out)  # fmt: skip
+        assert ("torchrun" in proc.stdout) == (n == 2)  # two gloo workers, not accelerate's single one
+        log = pd.read_csv(out / "train_log.csv").dropna(subset=["reward"])
+        logs.append(log.reset_index(drop=True))
+        weights.append(load_file(out / "model" / "model.safetensors"))
+    # the same global batch at every step: the same groups, so the same rewards, in the same order
+    assert len(logs[0]) == len(logs[1]) >= 2
+    pd.testing.assert_series_equal(logs[0]["reward"], logs[1]["reward"], rtol=1e-6)
+    pd.testing.assert_series_equal(logs[0]["reward_std"], logs[1]["reward_std"], rtol=1e-5)
+    for k in weights[0]:  # and nearly the same update (two processes average two half-batch gradients)
+        torch.testing.assert_close(weights[0][k], weights[1][k], rtol=0, atol=5e-3)

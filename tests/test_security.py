@@ -6,7 +6,7 @@ from conftest import ROOT
 from hitchhiker import config
 
 # placeholders that are safe unquoted: digits by wildcard constraint, an int, a pre-quoted flag
-UNQUOTED_OK = {"wildcards.r", "wildcards.e", "params.nproc", "params.previous", "params.launch"}
+UNQUOTED_OK = {"wildcards.r", "wildcards.e", "params.nproc", "params.previous", "params.accel"}
 
 
 def test_every_value_reaching_a_shell_command_is_quoted():

@@ -5,7 +5,7 @@ rule grpo_train:
             if config["train"]["accelerate_config"]
             else {}
         ),
-        code=code("grpo_train", "policy"),
+        code=code("grpo_train", "launch", "policy"),
         buffer=f"{RESULTS}/buffer/round_{{r}}.duckdb",
         policy=lambda w: policy(int(w.r) - 1),
     output:
@@ -18,15 +18,15 @@ rule grpo_train:
         "../../envs/train.yaml"
     params:
         cfg=cfg("seed", "model", "rollout", "train"),
-        # one process per GPU the job was given, else train.num_processes (CPU workers)
-        nproc=lambda w, resources: resources.get("gpu", 0)
-        or config["train"]["num_processes"],
-        launch=(
-            f"--config_file {shlex.quote(config['train']['accelerate_config'])}"
+        # one process per GPU the job was given, or train.num_processes if more (CPU workers)
+        nproc=lambda w, resources: max(
+            resources.get("gpu", 0), config["train"]["num_processes"]
+        ),
+        accel=(
+            f"--accelerate-config {shlex.quote(config['train']['accelerate_config'])}"
             if config["train"]["accelerate_config"]
-            else "--num_machines 1 --mixed_precision no --dynamo_backend no"
+            else ""
         ),
     shell:
-        "accelerate launch --num_processes {params.nproc} {params.launch}"
-        " -m hitchhiker.grpo_train --config {params.cfg:q} --round {wildcards.r}"
+        "python -m hitchhiker.launch --nproc {params.nproc} {params.accel} -- --config {params.cfg:q} --round {wildcards.r}"
         " --buffer {input.buffer:q} --policy {input.policy:q} --out {output:q} > {log:q} 2>&1"

@@ -1,0 +1,54 @@
+"""launch: start grpo_train on N processes, on GPUs or on CPU.
+
+On GPUs: accelerate launch with N processes (and the accelerate config, if given). On CPU
+with N > 1: torchrun, because accelerate launch --cpu --num_processes N starts a single
+process; under torchrun the Trainer's use_cpu gives accelerate's MULTI_CPU over gloo. On CPU
+with one process: plain python.
+
+Usage:
+  python -m hitchhiker.launch --nproc 2 [--accelerate-config configs/accelerate/zero2.yaml] \\
+      -- --config config.yaml --round 1 --buffer ... --policy ... --out ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from hitchhiker import cli
+
+
+def command(nproc: int, accelerate_config: str | None, rest: list[str], cuda: bool) -> list[str]:
+    if cuda:
+        launch = ["accelerate", "launch", "--num_processes", str(nproc)]
+        launch += (
+            ["--config_file", accelerate_config]
+            if accelerate_config
+            else ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+        )
+    elif nproc > 1:
+        launch = ["torchrun", "--standalone", "--nproc_per_node", str(nproc)]
+    else:
+        launch = [sys.executable]
+    return [*launch, "-m", "hitchhiker.grpo_train", *rest]
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = cli.parser(__doc__)
+    p.add_argument("--nproc", type=int, required=True)
+    p.add_argument("--accelerate-config")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="grpo_train's arguments, after --")
+    args = p.parse_args(argv)
+    if args.nproc < 1:
+        raise cli.HitchhikerError(f"--nproc {args.nproc}: need at least one process")
+    import torch
+
+    rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
+    cmd = command(args.nproc, args.accelerate_config, rest, torch.cuda.is_available())
+    print("launch:", " ".join(cmd), flush=True)
+    os.execvp(cmd[0], cmd)
+
+
+if __name__ == "__main__":
+    cli.run(main)
