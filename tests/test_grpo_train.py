@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import rollout_round1, stage, tiny_config, write_config
+from conftest import prompts_of, rollout_round1, stage, tiny_config, write_config
 from hitchhiker.grpo_train import replay_rollout_func
 
 
@@ -66,6 +66,8 @@ def _round1_buffer(cfg, base_run, tmp_path):
         base_run / "states.parquet",
         "--outcomes",
         base_run / "outcomes.parquet",
+        "--prompts",
+        prompts_of(rollouts),
         "--out",
         buffer,
     )

@@ -74,6 +74,9 @@ def test_rollouts_record_groups_temperatures_and_logprobs(pipeline):
         assert (ro.completion_ids.map(len) == ro.logprobs.map(len)).all()
         assert all((np.asarray(lp) <= 0).all() for lp in ro.logprobs)
         assert ro.policy.str.endswith(f"policy/round_{r - 1}/model").all()
+        prompts = pd.read_parquet(res / "rollouts" / f"round_{r}.prompts.parquet")
+        assert set(prompts.state_id) == set(ro.state_id) and prompts.state_id.is_unique  # once per state
+        assert "prompt_ids" not in ro.columns and (prompts.prompt_ids.map(len) > 0).all()
 
 
 REWARD = {"invalid_penalty": -0.05, "cost_bps": 0, "benchmark": "none", "returns": "simple"}

@@ -2,13 +2,14 @@
 
 Round r draws rollout.states_per_round train states (a fresh seeded draw per round) and
 rolls them out with policy round r-1; each state's temperature is drawn uniformly from
-[temperature - eps, temperature + eps]. Each row keeps the prompt and completion token
-ids and the behaviour policy's per-token logprobs, which grpo_train replays.
+[temperature - eps, temperature + eps]. Each row keeps the completion token ids and the
+behaviour policy's per-token logprobs, which grpo_train replays; the prompt token ids, the
+same for every sample of a state, go once per state to the --prompts file.
 
 Usage:
   python -m hitchhiker.rollout --config config.yaml --round 1 \\
       --states results/default/states.parquet --policy results/default/policy/round_0 \\
-      --out results/default/rollouts/round_1.parquet
+      --out results/default/rollouts/round_1.parquet --prompts results/default/rollouts/round_1.prompts.parquet
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--round", type=int, required=True, help="round r >= 1 (rolls out policy r-1)")
     p.add_argument("--states", required=True)
     p.add_argument("--policy", required=True, help="policy directory of round r-1")
-    p.add_argument("--out", required=True, help="Parquet to write")
+    p.add_argument("--out", required=True, help="Parquet to write: one row per sample")
+    p.add_argument("--prompts", required=True, help="Parquet to write: prompt token ids, one row per state")
     args = p.parse_args(argv)
     cfg = config.load(args.config, set(SECTIONS))
     if args.round < 1:
@@ -74,7 +76,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     out.insert(1, "round", args.round)
     out["policy"] = policy.model_ref(args.policy)
-    artifacts.write_parquet(out, args.out)
+    prompts = out.drop_duplicates("state_id")[["state_id", "round", "prompt_ids"]]
+    artifacts.write_parquet(prompts, args.prompts)
+    artifacts.write_parquet(out.drop(columns="prompt_ids"), args.out)
     print(
         f"rollout: round {args.round}, {len(train)} states x {ro['samples_per_state']} samples, "
         f"{(out.finish == 'eos').mean():.0%} ended with EOS -> {args.out}"

@@ -13,7 +13,8 @@ round's buffer is an immutable artifact and the file accumulates across rounds. 
 Usage:
   python -m hitchhiker.score --config config.yaml --round 1 \\
       --rollouts results/default/rollouts/round_1.parquet --states results/default/states.parquet \\
-      --outcomes results/default/outcomes.parquet [--previous <buffer of round r-1>] \\
+      --outcomes results/default/outcomes.parquet --prompts results/default/rollouts/round_1.prompts.parquet \\
+      [--previous <buffer of round r-1>] \\
       --out results/default/buffer/round_1.duckdb
 """
 
@@ -70,6 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rollouts", required=True)
     p.add_argument("--states", required=True)
     p.add_argument("--outcomes", required=True)
+    p.add_argument("--prompts", required=True, help="the rollout's prompt token ids, one row per state")
     p.add_argument("--previous", help="buffer of round r-1 (omit for round 1)")
     p.add_argument("--out", required=True, help="DuckDB file to write")
     args = p.parse_args(argv)
@@ -87,7 +89,11 @@ def main(argv: list[str] | None = None) -> None:
         artifacts.read_table(args.states, artifacts.STATES),
         artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES),
     )
-    missing = set(keys["state_id"]) - set(outcomes["state_id"])
+    prompts = artifacts.read_table(args.prompts, artifacts.PROMPTS)
+    unprompted = set(keys["state_id"].unique()) - set(prompts["state_id"].to_pylist())
+    if unprompted:
+        raise cli.HitchhikerError(f"{args.rollouts}: state {min(unprompted)} has no prompt ids in {args.prompts}")
+    missing = set(keys["state_id"].unique()) - set(outcomes["state_id"])
     if missing:
         raise cli.HitchhikerError(f"{args.rollouts}: state {min(missing)} has no outcome in {args.outcomes}")
     scores = pd.concat([keys.drop(columns="completion"), score_frame(keys, outcomes, cfg)], axis=1)
@@ -102,22 +108,15 @@ def main(argv: list[str] | None = None) -> None:
             con.register("states_in", states)
             con.register("outcomes_in", outcomes)
             con.register("rollouts_in", rollouts)
+            con.register("prompts_in", prompts)
             con.register("scores_in", scores)
             for name in ("states", "outcomes"):
                 con.execute(f"DELETE FROM {name} WHERE run = ?", [run])
                 con.execute(f"INSERT INTO {name} BY NAME SELECT ?::VARCHAR AS run, * FROM {name}_in", [run])
             for name in ("prompts", "rollouts", "scores"):
                 con.execute(f"DELETE FROM {name} WHERE run = ? AND round = ?", [run, args.round])
-            # every sample of a state shares its prompt: store the token ids once per state
-            con.execute(
-                "INSERT INTO prompts BY NAME SELECT DISTINCT ON (state_id) ?::VARCHAR AS run, round, state_id,"
-                " prompt_ids FROM rollouts_in",
-                [run],
-            )
-            con.execute(
-                "INSERT INTO rollouts BY NAME SELECT ?::VARCHAR AS run, * EXCLUDE (prompt_ids) FROM rollouts_in", [run]
-            )
-            con.execute("INSERT INTO scores BY NAME SELECT ?::VARCHAR AS run, * FROM scores_in", [run])
+            for name in ("prompts", "rollouts", "scores"):
+                con.execute(f"INSERT INTO {name} BY NAME SELECT ?::VARCHAR AS run, * FROM {name}_in", [run])
             con.execute("COMMIT")
             valid, mean = con.execute(
                 "SELECT avg(valid::INT), avg(reward) FROM scores WHERE run = ? AND round = ?", [run, args.round]

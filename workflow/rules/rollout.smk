@@ -5,7 +5,8 @@ rule rollout:
         audit=f"{RESULTS}/audit.json",
         policy=lambda w: policy(int(w.r) - 1),
     output:
-        f"{RESULTS}/rollouts/round_{{r}}.parquet",
+        rollouts=f"{RESULTS}/rollouts/round_{{r}}.parquet",
+        prompts=f"{RESULTS}/rollouts/round_{{r}}.prompts.parquet",
     log:
         f"{RESULTS}/logs/rollout_round_{{r}}.log",
     benchmark:
@@ -16,13 +17,14 @@ rule rollout:
         cfg=cfg("seed", "model", "rollout"),
     shell:
         "python -m hitchhiker.rollout --config {params.cfg:q} --round {wildcards.r} --states {input.states:q}"
-        " --policy {input.policy:q} --out {output:q} > {log:q} 2>&1"
+        " --policy {input.policy:q} --out {output.rollouts:q} --prompts {output.prompts:q} > {log:q} 2>&1"
 
 
 rule score:
     input:
         code=code("score", "environments/market", "environments/answers"),
         rollouts=f"{RESULTS}/rollouts/round_{{r}}.parquet",
+        prompts=f"{RESULTS}/rollouts/round_{{r}}.prompts.parquet",
         states=f"{RESULTS}/states.parquet",
         outcomes=f"{RESULTS}/outcomes.parquet",
         previous=lambda w: (
@@ -43,4 +45,5 @@ rule score:
         ),
     shell:
         "python -m hitchhiker.score --config {params.cfg:q} --round {wildcards.r} --rollouts {input.rollouts:q}"
-        " --states {input.states:q} --outcomes {input.outcomes:q} {params.previous} --out {output:q} > {log:q} 2>&1"
+        " --states {input.states:q} --outcomes {input.outcomes:q} --prompts {input.prompts:q} {params.previous}"
+        " --out {output:q} > {log:q} 2>&1"

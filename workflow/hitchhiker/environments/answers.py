@@ -173,7 +173,7 @@ def score_many(completions, fmts: np.ndarray, fwd: np.ndarray, k: np.ndarray, re
     RE2 (through Arrow) cuts each completion's action out of its rationale; each distinct
     (action, format, k) is parsed once; the rewards are array arithmetic.
     """
-    text = pa.array(list(completions), type=pa.string())
+    text = pa.array(completions, type=pa.string())  # an Arrow-backed column converts without a copy
     n, width = len(text), fwd.shape[1]
     act = np.full(n, None, dtype=object)
     element = np.asarray(fmts) == "elementwise"
