@@ -1,5 +1,8 @@
 """grpo_train: the replayed groups are the stored ones, and training moves the policy."""
 
+import subprocess
+import sys
+import time
 from types import SimpleNamespace
 
 import duckdb
@@ -134,3 +137,41 @@ def test_two_cpu_processes_train_on_the_same_data_as_one(base_run, tmp_path):
     pd.testing.assert_series_equal(logs[0]["reward_std"], logs[1]["reward_std"], rtol=1e-5)
     for k in weights[0]:  # and nearly the same update (two processes average two half-batch gradients)
         torch.testing.assert_close(weights[0][k], weights[1][k], rtol=0, atol=5e-3)
+
+
+def test_a_killed_run_resumes_from_its_last_checkpoint_and_ends_with_the_same_weights(base_run, tmp_path):
+    train = {**tiny_config()["train"], "lora": {"enabled": False}, "epochs": 2, "save_steps": 1}
+    cfg = write_config(tmp_path / "c.yaml", tiny_config(train=train))
+    buffer = _round1_buffer(cfg, base_run, tmp_path)
+    common = ["--config", cfg, "--round", "1", "--buffer", buffer, "--policy", base_run / "policy" / "round_0"]
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    stage("grpo_train", *common, "--out", whole)
+
+    proc = subprocess.Popen([sys.executable, "-m", "hitchhiker.grpo_train", *map(str, common), "--out", str(resumed)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    work = tmp_path / ".resumed-trainer"
+    deadline = time.time() + 300
+    while not (work / "checkpoint-3" / "trainer_state.json").exists():
+        assert proc.poll() is None and time.time() < deadline, "grpo_train ended before its third checkpoint"
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    assert not resumed.exists()
+    again = stage("grpo_train", *common, "--out", resumed)
+    assert "resuming from checkpoint-" in again.stdout
+    assert not work.exists()  # checkpoints go once the policy is written
+    a, b = (load_file(d / "model" / "model.safetensors") for d in (whole, resumed))
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-6)
+
+
+def test_checkpoints_of_other_inputs_are_not_resumed(base_run, tmp_path):
+    train = {**tiny_config()["train"], "lora": {"enabled": False}, "save_steps": 1}
+    cfg = write_config(tmp_path / "c.yaml", tiny_config(train=train))
+    buffer = _round1_buffer(cfg, base_run, tmp_path)
+    stale = tmp_path / ".policy-trainer" / "checkpoint-99"
+    stale.mkdir(parents=True)
+    (tmp_path / ".policy-trainer" / "inputs.json").write_text("{}")  # another config's checkpoints
+    proc = stage("grpo_train", "--config", cfg, "--round", "1", "--buffer", buffer,
+                 "--policy", base_run / "policy" / "round_0", "--out", tmp_path / "policy")  # fmt: skip
+    assert "resuming" not in proc.stdout and (tmp_path / "policy" / "model").is_dir()

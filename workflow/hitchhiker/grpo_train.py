@@ -7,14 +7,21 @@ times, and the rollout function hands back the stored prompt ids, completion ids
 behaviour logprobs of those B samples; the stored environment reward is the reward
 function. The B samples of a state are one GRPO group.
 
-Usage (Snakemake runs the same line):
-  accelerate launch --num_processes 1 -m hitchhiker.grpo_train --config config.yaml --round 1 \\
+With train.save_steps, a checkpoint is written every that many optimizer steps next to the
+output (.<out>-trainer/); a grpo_train killed part-way and started again on the same inputs
+(config, buffer contents, starting policy) resumes from the last one and ends with the same
+weights as an uninterrupted run. Other inputs discard the old checkpoints.
+
+Usage (Snakemake runs it through hitchhiker.launch, which picks accelerate or torchrun):
+  python -m hitchhiker.grpo_train --config config.yaml --round 1 \\
       --buffer results/default/buffer/round_1.duckdb --policy results/default/policy/round_0 \\
       --out results/default/policy/round_1
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -104,6 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM
+    from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOConfig, GRPOTrainer
 
     tok = policy.load_tokenizer(args.policy, cfg["model"])
@@ -124,9 +132,22 @@ def main(argv: list[str] | None = None) -> None:
         else None
     )
     out = Path(args.out)
-    work = out.parent / f".{out.name}-trainer"  # TRL's output_dir; a killed run's is discarded
-    if int(os.environ.get("RANK", "0")) == 0:  # launched ranks share it: only the first clears it
-        shutil.rmtree(work, ignore_errors=True)
+    work = out.parent / f".{out.name}-trainer"  # TRL's output_dir, holding the checkpoints
+    inputs = json.dumps(
+        {
+            "config": cfg,
+            "round": args.round,
+            "buffer": hashlib.sha256(Path(args.buffer).read_bytes()).hexdigest(),
+            "policy": str(Path(args.policy).resolve()),
+        },
+        sort_keys=True,
+    )
+    if int(os.environ.get("RANK", "0")) == 0:  # launched ranks share it: only the first prepares it
+        stamp = work / "inputs.json"
+        if not stamp.is_file() or stamp.read_text() != inputs:  # another run's checkpoints: discard
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
+            stamp.write_text(inputs)
     args_trl = GRPOConfig(
         output_dir=str(work),
         per_device_train_batch_size=tr["per_device_batch_size"],
@@ -140,7 +161,8 @@ def main(argv: list[str] | None = None) -> None:
         temperature=ro["temperature"],
         max_completion_length=ro["max_new_tokens"],
         logging_steps=1,
-        save_strategy="no",
+        save_strategy="steps" if tr["save_steps"] else "no",
+        save_steps=tr["save_steps"] or 500,
         report_to=[],
         seed=cfg["seed"] + args.round,
         data_seed=cfg["seed"] + args.round,
@@ -158,7 +180,10 @@ def main(argv: list[str] | None = None) -> None:
         peft_config=peft_config,
         rollout_func=replay_rollout_func(samples, group),
     )
-    trainer.train()
+    last = get_last_checkpoint(str(work)) if work.is_dir() else None
+    if last and trainer.accelerator.is_main_process:
+        print(f"grpo_train: resuming from {Path(last).name}", flush=True)
+    trainer.train(resume_from_checkpoint=last)
 
     if trainer.accelerator.is_main_process:
         with artifacts.atomic_path(out, is_dir=True) as tmp:
