@@ -1,18 +1,20 @@
 """grpo_train: the replayed groups are the stored ones, and training moves the policy."""
 
+import shutil
 import subprocess
 import sys
 import time
 from types import SimpleNamespace
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 from safetensors.torch import load_file
 
 from conftest import prompts_of, rollout_round1, stage, tiny_config, write_config
-from hitchhiker.grpo_train import replay_rollout_func
+from hitchhiker.grpo_train import replay, replay_rollout_func
 
 
 def _samples(states=3, group=4):
@@ -21,6 +23,7 @@ def _samples(states=3, group=4):
         for k in range(group):
             rows.append(
                 dict(
+                    group=f"s{s}",
                     state_id=f"s{s}",
                     sample_idx=k,
                     prompt_ids=[s, 0],
@@ -175,3 +178,67 @@ def test_checkpoints_of_other_inputs_are_not_resumed(base_run, tmp_path):
     proc = stage("grpo_train", "--config", cfg, "--round", "1", "--buffer", buffer,
                  "--policy", base_run / "policy" / "round_0", "--out", tmp_path / "policy")  # fmt: skip
     assert "resuming" not in proc.stdout and (tmp_path / "policy" / "model").is_dir()
+
+
+def _train(cfg, buffer, base_run, out):
+    stage("grpo_train", "--config", cfg, "--round", "1", "--buffer", buffer,
+          "--policy", base_run / "policy" / "round_0", "--out", out)  # fmt: skip
+    return load_file(out / "model" / "model.safetensors"), pd.read_csv(out / "train_log.csv")
+
+
+def test_importance_sampling_reweights_stale_samples_as_it_should(base_run, tmp_path):
+    # sampled at exactly the training temperature, so the stored logprobs are on-policy
+    train = {**tiny_config()["train"], "lora": {"enabled": False}}
+    on = tiny_config(rollout={**tiny_config()["rollout"], "temperature_eps": 0.0}, train=train)
+    off = tiny_config(rollout=on["rollout"], train={**train, "importance_sampling": {"enabled": False}})
+    cfg_on, cfg_off = write_config(tmp_path / "on.yaml", on), write_config(tmp_path / "off.yaml", off)
+    buffer = _round1_buffer(cfg_on, base_run, tmp_path)
+
+    w_on, log_on = _train(cfg_on, buffer, base_run, tmp_path / "on")
+    ratio = log_on["sampling/importance_sampling_ratio/mean"].dropna()
+    # on-policy at the first step (pi / mu = 1), and drifting only as the policy moves
+    assert ratio.iloc[0] == pytest.approx(1.0, abs=1e-4) and np.allclose(ratio, 1.0, atol=0.01)
+    assert (log_on["sampling/importance_sampling_ratio/capped_frac"].dropna() == 0).all()
+
+    # make half the states stale: their behaviour policy was e times less likely per token,
+    # so every token's ratio is about e, truncated to the cap 2 ...
+    with duckdb.connect(str(buffer), read_only=True) as con:
+        states = [r[0] for r in con.execute("SELECT DISTINCT state_id FROM rollouts ORDER BY 1").fetchall()]
+    stale_ids = states[: len(states) // 2]
+    stale, doubled = tmp_path / "stale.duckdb", tmp_path / "doubled.duckdb"
+    for path, sql in (
+        (
+            stale,
+            "UPDATE rollouts SET logprobs = list_transform(logprobs, lambda x: x - 1.0)"
+            " WHERE list_contains(?, state_id)",
+        ),
+        (doubled, "UPDATE scores SET reward = 2 * reward WHERE list_contains(?, state_id)"),
+    ):
+        shutil.copyfile(buffer, path)
+        with duckdb.connect(str(path)) as con:
+            con.execute(sql, [stale_ids])
+    w_stale, log_stale = _train(cfg_on, stale, base_run, tmp_path / "stale")
+    assert log_stale["sampling/importance_sampling_ratio/max"].dropna().max() == pytest.approx(2.0)
+    assert log_stale["sampling/importance_sampling_ratio/capped_frac"].dropna().mean() > 0.3
+    # ... which weighs those groups' loss twice: the same update as doubling their advantages,
+    # that is (scale_rewards none) doubling their rewards, with no correction
+    w_doubled, _ = _train(cfg_off, doubled, base_run, tmp_path / "doubled")
+    moved = max((w_stale[k] - w_on[k]).abs().max().item() for k in w_on)
+    assert moved > 1e-4
+    for k in w_on:
+        torch.testing.assert_close(w_stale[k], w_doubled[k], rtol=0, atol=moved / 20)
+
+
+def test_the_replay_window_trains_on_the_last_rounds_even_when_a_state_repeats(base_run, tmp_path):
+    train = {**tiny_config()["train"], "lora": {"enabled": False}, "replay_rounds": 2}
+    cfg = write_config(tmp_path / "c.yaml", tiny_config(train=train))
+    buffer = _round1_buffer(cfg, base_run, tmp_path)
+    with duckdb.connect(str(buffer)) as con:  # round 2 rolled out the very same states again
+        for table in ("prompts", "rollouts", "scores"):
+            con.execute(f"INSERT INTO {table} SELECT * REPLACE (2 AS round) FROM {table} WHERE round = 1")
+    samples = replay(str(buffer), "tiny", 2, rounds=2)
+    assert samples.group.nunique() == 16 and set(samples["round"]) == {1, 2}
+    assert len(replay(str(buffer), "tiny", 2, rounds=1).group.unique()) == 8
+    proc = stage("grpo_train", "--config", cfg, "--round", "2", "--buffer", buffer,
+                 "--policy", base_run / "policy" / "round_0", "--out", tmp_path / "policy")  # fmt: skip
+    assert "round 2, 16 groups x 4" in proc.stdout

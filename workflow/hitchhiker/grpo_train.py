@@ -1,11 +1,12 @@
 """grpo_train: train policy r with TRL's GRPOTrainer on round r's replayed rollouts.
 
 TRL owns the objective (loss variants, KL, clipping, logging, PEFT, DeepSpeed). We replay
-the replay buffer through TRL's ``rollout_func`` hook: the dataset holds one row per
-state (its state_id as the "prompt"), TRL's sampler repeats each row B = num_generations
-times, and the rollout function hands back the stored prompt ids, completion ids and
-behaviour logprobs of those B samples; the stored environment reward is the reward
-function. The B samples of a state are one GRPO group.
+the replay buffer through TRL's ``rollout_func`` hook: the dataset holds one row per group
+("round/state_id" as the "prompt"; train.replay_rounds rounds back), TRL's sampler repeats
+each row B = num_generations times, and the rollout function hands back the stored prompt
+ids, completion ids and behaviour logprobs of those B samples; the stored environment
+reward is the reward function. With train.importance_sampling, TRL's truncated IS
+correction reweights each token by pi_theta / mu (see replay_trainer).
 
 With train.save_steps, a checkpoint is written every that many optimizer steps next to the
 output (.<out>-trainer/); a grpo_train killed part-way and started again on the same inputs
@@ -35,17 +36,19 @@ from hitchhiker import artifacts, cli, config, policy
 SECTIONS = ["run", "seed", "model", "rollout", "train"]
 
 
-def replay(buffer: str, run: str, round_: int) -> pd.DataFrame:
-    """Round ``round_``'s samples with their rewards, ordered by state and sample index."""
+def replay(buffer: str, run: str, round_: int, rounds: int = 1) -> pd.DataFrame:
+    """The samples of rounds round_ - rounds + 1 .. round_ with their rewards, one GRPO group
+    per (round, state) named "round/state_id", ordered by group and sample index."""
     if not Path(buffer).is_file():
         raise cli.HitchhikerError(f"replay buffer {buffer} does not exist")
     with duckdb.connect(buffer, read_only=True) as con:
         return con.execute(
-            """SELECT r.state_id, r.sample_idx, p.prompt_ids, r.completion_ids, r.logprobs, s.reward
+            """SELECT r.round || '/' || r.state_id AS "group", r.round, r.state_id, r.sample_idx, p.prompt_ids,
+                      r.completion_ids, r.logprobs, s.reward
                FROM rollouts r JOIN scores s USING (run, round, state_id, sample_idx)
                JOIN prompts p USING (run, round, state_id)
-               WHERE r.run = ? AND r.round = ? ORDER BY r.state_id, r.sample_idx""",
-            [run, round_],
+               WHERE r.run = ? AND r.round BETWEEN ? AND ? ORDER BY r.round, r.state_id, r.sample_idx""",
+            [run, round_ - rounds + 1, round_],
         ).df()
 
 
@@ -58,8 +61,8 @@ def replay_rollout_func(samples: pd.DataFrame, group_size: int):
     gives the sample index within the group.
     """
     table = {
-        (sid, int(k)): row
-        for sid, k, row in zip(samples.state_id, samples.sample_idx, samples.itertuples(index=False), strict=True)
+        (g, int(k)): row
+        for g, k, row in zip(samples.group, samples.sample_idx, samples.itertuples(index=False), strict=True)
     }
 
     def rollout_func(prompts: list[str], trainer) -> dict:
@@ -81,6 +84,48 @@ def replay_rollout_func(samples: pd.DataFrame, group_size: int):
     return rollout_func
 
 
+def replay_trainer(importance_sampling: bool):
+    """TRL's GRPOTrainer, with its truncated importance-sampling correction fed by the replay.
+
+    The samples were drawn by the policy of an earlier round, at a per-state temperature,
+    while TRL scores them with the policy being trained at rollout.temperature. TRL corrects
+    for exactly this (ratio pi_theta / mu per token from the logprobs a rollout_func returns,
+    truncated at a cap, logged as sampling/importance_sampling_ratio/*), but only when
+    use_vllm is set, its one source of off-policy samples. So the flag is raised after
+    construction (no vLLM engine is built) and lowered around _generate, whose only use of it
+    with a rollout_func is syncing weights into that engine. Adds the fraction of tokens
+    whose ratio hit the cap to the log.
+    """
+    from trl import GRPOTrainer
+
+    class ReplayGRPOTrainer(GRPOTrainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.use_vllm = importance_sampling
+
+        def _generate(self, prompts):
+            self.use_vllm = False
+            try:
+                return super()._generate(prompts)
+            finally:
+                self.use_vllm = importance_sampling
+
+        def _generate_and_score_completions(self, inputs):
+            out = super()._generate_and_score_completions(inputs)
+            if importance_sampling:
+                ratio, mask = out["importance_sampling_ratio"], out["completion_mask"].bool()
+                hit = ratio >= self.vllm_importance_sampling_clip_max
+                hit = hit[mask] if hit.shape == mask.shape else hit.flatten()
+                frac = hit.float().mean() if hit.numel() else torch.zeros((), device=ratio.device)
+                mode = "train" if self.model.training else "eval"
+                self._metrics[mode]["sampling/importance_sampling_ratio/capped_frac"].append(
+                    self.accelerator.gather(frac).mean().item()
+                )
+            return out
+
+    return ReplayGRPOTrainer
+
+
 def environment_reward(prompts, completions, env_reward, **kwargs) -> list[float]:
     """The reward the environment paid for each stored completion (computed by score)."""
     return list(env_reward)
@@ -97,14 +142,14 @@ def main(argv: list[str] | None = None) -> None:
     cfg = config.load(args.config, set(SECTIONS))
     tr, ro = cfg["train"], cfg["rollout"]
     group = ro["samples_per_state"]
-    samples = replay(args.buffer, cfg["run"], args.round)
+    samples = replay(args.buffer, cfg["run"], args.round, min(tr["replay_rounds"], args.round))
     if samples.empty:
         raise cli.HitchhikerError(f"buffer {args.buffer} holds no scored samples of round {args.round}")
-    sizes = samples.groupby("state_id").size()
+    sizes = samples.groupby("group").size()
     if (sizes != group).any():
         raise cli.HitchhikerError(
-            f"buffer {args.buffer}: state {sizes[sizes != group].index[0]} has {sizes[sizes != group].iloc[0]} "
-            f"samples in round {args.round}, rollout.samples_per_state is {group}"
+            f"buffer {args.buffer}: group {sizes[sizes != group].index[0]} (round/state) has "
+            f"{sizes[sizes != group].iloc[0]} samples, rollout.samples_per_state is {group}"
         )
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -112,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM
     from transformers.trainer_utils import get_last_checkpoint
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
 
     tok = policy.load_tokenizer(args.policy, cfg["model"])
     dtype = policy.torch_dtype(cfg["model"])
@@ -169,9 +214,12 @@ def main(argv: list[str] | None = None) -> None:
         use_cpu=not torch.cuda.is_available(),
         bf16=dtype == torch.bfloat16,
         disable_tqdm=False,
+        vllm_importance_sampling_correction=tr["importance_sampling"]["enabled"],
+        vllm_importance_sampling_mode=tr["importance_sampling"]["mode"],
+        vllm_importance_sampling_clip_max=tr["importance_sampling"]["cap"],
     )
     dataset = Dataset.from_dict({"prompt": sorted(sizes.index)})
-    trainer = GRPOTrainer(
+    trainer = replay_trainer(tr["importance_sampling"]["enabled"])(
         model=model,
         reward_funcs=environment_reward,
         args=args_trl,
