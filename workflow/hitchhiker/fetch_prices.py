@@ -258,7 +258,7 @@ def fetch(cfg: dict) -> tuple[pd.DataFrame, list[str]]:
     empty = sorted(set(data["tickers"]) - set(prices.dropna(subset=["close"])["ticker"]))
     if empty:
         raise cli.HitchhikerError(f"no prices for {', '.join(empty)} between {start} and {end}")
-    need = max({"elementwise": 1, "pairwise": 2}.get(f, states.get("list_size", 4)) for f in states["formats"])
+    need = max(config.set_size(f, states) for f in states["formats"])
     return clean(prices.reset_index(drop=True), data["faults"], need)
 
 

@@ -64,10 +64,6 @@ SPLITS = ("train", "validation", "test")
 _LUT_MAX = 100_000  # values up to +-1000.00 are formatted by table lookup, the rare rest one by one
 
 
-def set_size(fmt: str, states_cfg: dict) -> int:
-    return {"elementwise": 1, "pairwise": 2}.get(fmt, states_cfg.get("list_size", 4))
-
-
 @functools.cache
 def _lut(signed: bool) -> pa.Array:
     spec = "{:+.2f}" if signed else "{:.2f}"
@@ -319,7 +315,7 @@ class Market:
         states, outcomes = [], []
         for split, idx in self.split_indices(dates, st).items():
             for fmt in st["formats"]:
-                k = set_size(fmt, st)
+                k = config.set_size(fmt, st)
                 if k > closes.shape[1]:
                     raise HitchhikerError(
                         f"config key states.list_size = {k}: more than the {closes.shape[1]} tickers in data.tickers"
