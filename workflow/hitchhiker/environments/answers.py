@@ -42,7 +42,6 @@ bench = (0.04 - 0.02) / 2 = $0.0100, reward = $0.0100; as log, log(1.02) - log(1
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from string import ascii_uppercase
@@ -154,16 +153,21 @@ def parse(completion: str, fmt: str, k: int | None = None) -> Action:
     return _parse_labelled(completion, 2 if fmt == "pairwise" else int(k or 0))
 
 
-def reward(action: Action, forward_returns, reward_cfg: dict) -> float:
-    """Dollar reward of ``action`` given the tickers' forward returns (see the module docstring)."""
-    if not action.valid:
-        return float(reward_cfg["invalid_penalty"])
-    w, r = np.asarray(action.weights, dtype=float), np.asarray(forward_returns, dtype=float)
-    net = float(w @ r) - 2 * reward_cfg["cost_bps"] / 10_000 * float(np.abs(w).sum())
-    bench = float(r.mean()) if reward_cfg["benchmark"] == "equal_weight" else 0.0
+def rewards(w: np.ndarray, fwd: np.ndarray, k: np.ndarray, valid: np.ndarray, reward_cfg: dict) -> np.ndarray:
+    """The reward formula (see the module docstring) over rows: weights and forward returns
+    (rows, max k) padded with zeros, k tickers per row, which rows are valid answers."""
+    net = (w * fwd).sum(1) - 2 * reward_cfg["cost_bps"] / 10_000 * np.abs(w).sum(1)
+    bench = fwd.sum(1) / k if reward_cfg["benchmark"] == "equal_weight" else np.zeros(len(w))
     if reward_cfg["returns"] == "log":
-        return math.log(max(1.0 + net, 1e-6)) - math.log(max(1.0 + bench, 1e-6))
-    return net - bench
+        net, bench = np.log(np.maximum(1 + net, 1e-6)), np.log(np.maximum(1 + bench, 1e-6))
+    return np.where(valid, net - bench, float(reward_cfg["invalid_penalty"]))
+
+
+def reward(action: Action, forward_returns, reward_cfg: dict) -> float:
+    """Dollar reward of one answer given its tickers' forward returns."""
+    r = np.asarray(forward_returns, dtype=float)[None]
+    w = np.asarray(action.weights if action.valid else np.zeros(r.shape[1]), dtype=float)[None]
+    return float(rewards(w, r, np.array([r.shape[1]]), np.array([action.valid]), reward_cfg)[0])
 
 
 def score_many(completions, fmts: np.ndarray, fwd: np.ndarray, k: np.ndarray, reward_cfg: dict) -> pd.DataFrame:
@@ -196,10 +200,6 @@ def score_many(completions, fmts: np.ndarray, fwd: np.ndarray, k: np.ndarray, re
         weights[i, : len(a.weights)] = a.weights
     valid = np.array([a.valid for a in table])[codes]
     w = weights[codes]
-    net = (w * fwd).sum(1) - 2 * reward_cfg["cost_bps"] / 10_000 * np.abs(w).sum(1)
-    bench = fwd.sum(1) / k if reward_cfg["benchmark"] == "equal_weight" else np.zeros(n)
-    if reward_cfg["returns"] == "log":
-        net, bench = np.log(np.maximum(1 + net, 1e-6)), np.log(np.maximum(1 + bench, 1e-6))
     kept = np.where(valid, k, 0)
     flat = w[np.arange(width) < kept[:, None]]
     offsets = np.concatenate([[0], np.cumsum(kept)]).astype(np.int32)
@@ -212,6 +212,6 @@ def score_many(completions, fmts: np.ndarray, fwd: np.ndarray, k: np.ndarray, re
             ),
             "valid": valid,
             "invalid_reason": np.array([a.invalid_reason for a in table], dtype=object)[codes],
-            "reward": np.where(valid, net - bench, float(reward_cfg["invalid_penalty"])),
+            "reward": rewards(w, fwd, k, valid, reward_cfg),
         }
     )
