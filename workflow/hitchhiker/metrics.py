@@ -39,6 +39,13 @@ def block_length(horizon: int, stride: int) -> int:
     return max(1, math.ceil(horizon / stride))
 
 
+def block_resamples(m: int, block: int, seed: int, n: int) -> np.ndarray:
+    """(n, m) positions of n circular block-bootstrap resamples of a length-m series."""
+    block = min(block, m)
+    starts = np.random.default_rng(seed).integers(0, m, size=(n, math.ceil(m / block)))
+    return ((starts[:, :, None] + np.arange(block)) % m).reshape(n, -1)[:, :m]
+
+
 def block_bootstrap_ci(values, dates, block: int, seed: int = 0, n: int = BOOTSTRAP) -> tuple[float, float, float]:
     """Mean of ``values`` and its 95% percentile interval, resampling blocks of dates."""
     frame = pd.DataFrame({"v": np.asarray(values, dtype=float), "d": np.asarray(dates)}).dropna()
@@ -47,10 +54,7 @@ def block_bootstrap_ci(values, dates, block: int, seed: int = 0, n: int = BOOTST
     by_date = frame.groupby("d")["v"].agg(["sum", "count"]).sort_index()
     sums, counts = by_date["sum"].to_numpy(), by_date["count"].to_numpy()
     m = len(sums)
-    block = min(block, m)
-    rng = np.random.default_rng(seed)
-    starts = rng.integers(0, m, size=(n, math.ceil(m / block)))
-    idx = ((starts[:, :, None] + np.arange(block)) % m).reshape(n, -1)[:, :m]
+    idx = block_resamples(m, block, seed, n)
     means = sums[idx].sum(1) / counts[idx].sum(1)
     lo, hi = np.percentile(means, [2.5, 97.5])
     return float(sums.sum() / counts.sum()), float(lo), float(hi)
@@ -63,10 +67,7 @@ def block_bootstrap_median_ci(values, dates, block: int, seed: int = 0, n: int =
         return (math.nan, math.nan)
     groups = [g.to_numpy() for _, g in frame.groupby("d")["v"]]
     m = len(groups)
-    block = min(block, m)
-    rng = np.random.default_rng(seed)
-    starts = rng.integers(0, m, size=(n, math.ceil(m / block)))
-    idx = ((starts[:, :, None] + np.arange(block)) % m).reshape(n, -1)[:, :m]
+    idx = block_resamples(m, block, seed, n)
     medians = [np.median(np.concatenate([groups[j] for j in row])) for row in idx]
     lo, hi = np.percentile(medians, [2.5, 97.5])
     return float(lo), float(hi)
@@ -124,10 +125,7 @@ def series_bootstrap_ci(values, block: int, fn, seed: int = 0, n: int = BOOTSTRA
     m = len(v)
     if m < 2:
         return (math.nan, math.nan)
-    block = min(block, m)
-    rng = np.random.default_rng(seed)
-    starts = rng.integers(0, m, size=(n, math.ceil(m / block)))
-    idx = ((starts[:, :, None] + np.arange(block)) % m).reshape(n, -1)[:, :m]
+    idx = block_resamples(m, block, seed, n)
     stats = np.array([fn(v[i]) for i in idx])
     stats = stats[np.isfinite(stats)]
     if not len(stats):
