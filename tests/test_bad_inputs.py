@@ -121,82 +121,20 @@ def test_tokenizer_without_chat_template(tmp_path, base_run):
     assert not (tmp_path / "out").exists()
 
 
+def _rollout(flag: str, value: str) -> list[str]:
+    """A rollout command line with good placeholders and one flag's value replaced."""
+    args = {"--config": "C", "--round": "1", "--states": "S", "--policy": "P", "--out": "O", "--prompts": "Q"}
+    return ["rollout", *(x for k, v in {**args, flag: value}.items() for x in (k, v))]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
         (["fetch_prices", "--config", "C"], "the following arguments are required: --out"),
-        (
-            [
-                "rollout",
-                "--config",
-                "C",
-                "--round",
-                "x",
-                "--states",
-                "S",
-                "--policy",
-                "P",
-                "--out",
-                "O",
-                "--prompts",
-                "Q",
-            ],
-            "argument --round: invalid int value",
-        ),
-        (
-            [
-                "rollout",
-                "--config",
-                "C",
-                "--round",
-                "0",
-                "--states",
-                "S",
-                "--policy",
-                "P",
-                "--out",
-                "O",
-                "--prompts",
-                "Q",
-            ],
-            "--round 0: rounds start at 1",
-        ),
-        (
-            [
-                "rollout",
-                "--config",
-                "C",
-                "--round",
-                "1",
-                "--states",
-                "missing.parquet",
-                "--policy",
-                "P",
-                "--out",
-                "O",
-                "--prompts",
-                "Q",
-            ],
-            "missing.parquet does not exist",
-        ),
-        (
-            [
-                "rollout",
-                "--config",
-                "C",
-                "--round",
-                "1",
-                "--states",
-                "S",
-                "--policy",
-                "nopolicy",
-                "--out",
-                "O",
-                "--prompts",
-                "Q",
-            ],
-            "nopolicy: no policy.json",
-        ),
+        (_rollout("--round", "x"), "argument --round: invalid int value"),
+        (_rollout("--round", "0"), "--round 0: rounds start at 1"),
+        (_rollout("--states", "missing.parquet"), "missing.parquet does not exist"),
+        (_rollout("--policy", "nopolicy"), "nopolicy: no policy.json"),
         (
             [
                 "score",
