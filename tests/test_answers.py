@@ -157,4 +157,5 @@ def test_the_column_scorer_equals_parse_and_reward_row_by_row(rows, cfg, seed):
         action, reason = (None if pd.isna(x) else x for x in (got.action[i], got.invalid_reason[i]))
         assert (got.valid[i], action, reason) == (a.valid, a.action, a.invalid_reason), text
         assert list(got.weights[i]) == pytest.approx(list(a.weights))
+        assert list(got.ranking[i]) == list(a.ranking)
         assert got.reward[i] == pytest.approx(reward(a, fwd[i, :kk], cfg), abs=1e-12)

@@ -33,7 +33,6 @@ import numpy as np
 import pandas as pd
 
 from hitchhiker import artifacts, cli, config, hallucination, rollout, score
-from hitchhiker.environments import answers
 from hitchhiker.metrics import block_bootstrap_ci, block_length, brier, calibration, decision_stats, rank_ic
 
 SECTIONS = ["run", "seed", "environment", "states", "model", "rollout", "reward", "evaluate"]
@@ -65,8 +64,8 @@ def correct(preds: pd.DataFrame, outcomes: pd.DataFrame) -> pd.Series:
 def preference(preds: pd.DataFrame) -> list[list[float]]:
     """What each answer prefers, per ticker: its weights, or for a ranking k - rank."""
     out = []
-    for text, fmt, tickers, w in zip(preds.completion, preds.format, preds.tickers, preds.weights, strict=True):
-        ranking = answers.parse(text, fmt, len(tickers)).ranking
+    for ranking, w in zip(preds.ranking, preds.weights, strict=True):
+        ranking = list(ranking)
         out.append([float(len(ranking) - ranking.index(j)) for j in range(len(ranking))] if ranking else list(w))
     return out
 

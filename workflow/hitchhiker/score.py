@@ -8,7 +8,7 @@ round's buffer is an immutable artifact and the file accumulates across rounds. 
   outcomes  [run, state_id]                   realised forward returns per ticker
   prompts   [run, round, state_id]             the prompt token ids the round's policy saw
   rollouts  [run, round, state_id, sample_idx] completions, their token ids, behaviour logprobs
-  scores    [run, round, state_id, sample_idx] action, valid, invalid_reason, reward
+  scores    [run, round, state_id, sample_idx] action, weights, valid, invalid_reason, ranking, reward
 
 Usage:
   python -m hitchhiker.score --config config.yaml --round 1 \\
@@ -44,13 +44,13 @@ CREATE TABLE IF NOT EXISTS rollouts (run VARCHAR, round INTEGER, state_id VARCHA
   temperature DOUBLE, completion_ids INTEGER[], logprobs DOUBLE[],
   finish VARCHAR, completion VARCHAR, policy VARCHAR, PRIMARY KEY (run, round, state_id, sample_idx));
 CREATE TABLE IF NOT EXISTS scores (run VARCHAR, round INTEGER, state_id VARCHAR, sample_idx INTEGER,
-  action VARCHAR, weights DOUBLE[], valid BOOLEAN, invalid_reason VARCHAR, reward DOUBLE,
+  action VARCHAR, weights DOUBLE[], valid BOOLEAN, invalid_reason VARCHAR, ranking INTEGER[], reward DOUBLE,
   PRIMARY KEY (run, round, state_id, sample_idx));
 """
 
 
 def score_frame(samples: pd.DataFrame, outcomes: pd.DataFrame, cfg: dict) -> pd.DataFrame:
-    """action, weights, valid, invalid_reason, reward for each sample row (never raises)."""
+    """action, weights, valid, invalid_reason, ranking, reward for each sample row (never raises)."""
     out = outcomes.set_index("state_id")
     pos = out.index.get_indexer(samples["state_id"])
     k_state = np.fromiter(map(len, out["forward_returns"]), np.int64, len(out))

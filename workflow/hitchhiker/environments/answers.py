@@ -212,6 +212,7 @@ def score_many(completions, fmts: np.ndarray, fwd: np.ndarray, k: np.ndarray, re
             ),
             "valid": valid,
             "invalid_reason": np.array([a.invalid_reason for a in table], dtype=object)[codes],
+            "ranking": pd.Series([list(table[c].ranking) for c in codes], dtype=object),
             "reward": rewards(w, fwd, k, valid, reward_cfg),
         }
     )
