@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import prompts_of, rollout_round1, stage, tiny_config, write_config
-from hitchhiker.grpo_train import replay, replay_rollout_func
+from hitchhiker.grpo_train import last_complete_checkpoint, replay, replay_rollout_func
 
 
 def _samples(states=3, group=4):
@@ -242,3 +242,14 @@ def test_the_replay_window_trains_on_the_last_rounds_even_when_a_state_repeats(b
     proc = stage("grpo_train", "--config", cfg, "--round", "2", "--buffer", buffer,
                  "--policy", base_run / "policy" / "round_0", "--out", tmp_path / "policy")  # fmt: skip
     assert "round 2, 16 groups x 4" in proc.stdout
+
+
+def test_a_checkpoint_cut_short_by_a_kill_is_not_resumed(tmp_path):
+    for step, state in ((2, "{}"), (3, '{"global_step": 3}'), (4, None), (5, '{"global_st')):
+        d = tmp_path / f"checkpoint-{step}"
+        d.mkdir()
+        (d / "model.safetensors").write_bytes(b"")
+        if state is not None:
+            (d / "trainer_state.json").write_text(state)
+    assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-3")
+    assert last_complete_checkpoint(tmp_path / "none") is None

@@ -126,6 +126,25 @@ def replay_trainer(importance_sampling: bool):
     return ReplayGRPOTrainer
 
 
+def last_complete_checkpoint(work: Path) -> str | None:
+    """The newest checkpoint that was written to the end, or None.
+
+    transformers writes a checkpoint in place and its trainer_state.json last, so a run
+    killed while saving leaves a newer directory without a readable one; its own
+    get_last_checkpoint would pick that directory and fail to resume.
+    """
+
+    def complete(d: Path) -> bool:
+        try:
+            json.loads((d / "trainer_state.json").read_text())
+        except (OSError, ValueError):
+            return False
+        return True
+
+    done = [d for d in work.glob("checkpoint-*") if d.name.split("-")[-1].isdigit() and complete(d)]
+    return str(max(done, key=lambda d: int(d.name.split("-")[-1]))) if done else None
+
+
 def environment_reward(prompts, completions, env_reward, **kwargs) -> list[float]:
     """The reward the environment paid for each stored completion (computed by score)."""
     return list(env_reward)
@@ -156,7 +175,6 @@ def main(argv: list[str] | None = None) -> None:
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM
-    from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOConfig
 
     tok = policy.load_tokenizer(args.policy, cfg["model"])
@@ -228,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
         peft_config=peft_config,
         rollout_func=replay_rollout_func(samples, group),
     )
-    last = get_last_checkpoint(str(work)) if work.is_dir() else None
+    last = last_complete_checkpoint(work)
     if last and trainer.accelerator.is_main_process:
         print(f"grpo_train: resuming from {Path(last).name}", flush=True)
     trainer.train(resume_from_checkpoint=last)
