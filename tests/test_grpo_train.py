@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import duckdb
@@ -11,9 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from peft import PeftModel
 from safetensors.torch import load_file
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from transformers import AutoModelForCausalLM
 
 from conftest import prompts_of, rollout_round1, stage, tiny_config, write_config
+from hitchhiker import policy
 from hitchhiker.grpo_train import last_complete_checkpoint, replay, replay_rollout_func
 
 
@@ -113,9 +118,26 @@ def test_grpo_train_cli_updates_the_policy(base_run, tmp_path, lora):
     changed = [k for k in before if not torch.equal(before[k], after[k])]
     assert changed, "training left every weight unchanged"
     assert (out / "adapter" / "adapter_config.json").exists() == lora
-    log = pd.read_csv(out / "train_log.csv")
-    assert "reward" in log.columns and log["reward"].notna().any()
+    log = pd.read_csv(out / "train_log.csv").dropna(subset=["reward"])
+    assert len(log) and "sampling/importance_sampling_ratio/mean" in log.columns
+    events = EventAccumulator(str(out / "tensorboard"))
+    events.Reload()
+    tb = events.Scalars("train/reward")
+    assert [e.step for e in tb] == log["step"].tolist()
+    assert [e.value for e in tb] == pytest.approx(log["reward"].tolist(), rel=1e-6)
+    assert "train/sampling/importance_sampling_ratio/capped_frac" in events.Tags()["scalars"]
     assert not list(tmp_path.glob(".policy*")), "temporary training files left behind"
+    if lora:  # the adapter on the starting weights is the merged model (what vLLM's LoRA path loads)
+        base_ref, adapter = policy.lora_adapter(out)
+        assert Path(base_ref).resolve() == (base_run / "policy" / "round_0" / "model").resolve()
+        base = AutoModelForCausalLM.from_pretrained(base_ref)
+        merged = AutoModelForCausalLM.from_pretrained(out / "model")
+        ids = torch.tensor([[5, 9, 17, 33, 2, 41]])
+        with torch.no_grad():
+            adapted = PeftModel.from_pretrained(base, adapter)(ids).logits
+            torch.testing.assert_close(adapted, merged(ids).logits, atol=1e-5, rtol=1e-4)
+    else:
+        assert policy.lora_adapter(out) is None
 
 
 def test_two_cpu_processes_train_on_the_same_data_as_one(base_run, tmp_path):

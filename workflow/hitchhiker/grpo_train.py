@@ -13,6 +13,10 @@ output (.<out>-trainer/); a grpo_train killed part-way and started again on the 
 (config, buffer contents, starting policy) resumes from the last one and ends with the same
 weights as an uninterrupted run. Other inputs discard the old checkpoints.
 
+Writes, in the policy directory: model/ (HF format, the LoRA merged in), adapter/ (the LoRA
+adapter, when train.lora is on; policy.json's "base" names the policy it applies to),
+train_log.csv (TRL's metrics per step) and tensorboard/ (the same, as TensorBoard events).
+
 Usage (Snakemake runs it through hitchhiker.launch, which picks accelerate or torchrun):
   python -m hitchhiker.grpo_train --config config.yaml --round 1 \\
       --buffer results/default/buffer/round_1.duckdb --policy results/default/policy/round_0 \\
@@ -145,6 +149,17 @@ def last_complete_checkpoint(work: Path) -> str | None:
     return str(max(done, key=lambda d: int(d.name.split("-")[-1]))) if done else None
 
 
+def merge_adapter(base_policy: str, adapter: Path, model_cfg: dict):
+    """The starting policy's weights with the trained LoRA adapter merged in."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(
+        policy.model_ref(base_policy), dtype=policy.torch_dtype(model_cfg), trust_remote_code=model_cfg["trust_remote_code"]
+    )
+    return PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
+
+
 def environment_reward(prompts, completions, env_reward, **kwargs) -> list[float]:
     """The reward the environment paid for each stored completion (computed by score)."""
     return list(env_reward)
@@ -211,6 +226,9 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir(parents=True)
             stamp.write_text(inputs)
+    # transformers' TensorBoard callback reads its directory from this variable only; inside
+    # the trainer's directory, a resumed run appends to the same logs.
+    os.environ["TENSORBOARD_LOGGING_DIR"] = str(work / "tensorboard")
     args_trl = GRPOConfig(
         output_dir=str(work),
         per_device_train_batch_size=tr["per_device_batch_size"],
@@ -226,7 +244,7 @@ def main(argv: list[str] | None = None) -> None:
         logging_steps=1,
         save_strategy="steps" if tr["save_steps"] else "no",
         save_steps=tr["save_steps"] or 500,
-        report_to=[],
+        report_to=["tensorboard"],
         seed=cfg["seed"] + args.round,
         data_seed=cfg["seed"] + args.round,
         use_cpu=not torch.cuda.is_available(),
@@ -250,25 +268,28 @@ def main(argv: list[str] | None = None) -> None:
     if last and trainer.accelerator.is_main_process:
         print(f"grpo_train: resuming from {Path(last).name}", flush=True)
     trainer.train(resume_from_checkpoint=last)
+    # Every rank calls save_model: under DeepSpeed ZeRO-3 it gathers the sharded weights;
+    # with LoRA it writes the adapter only, merged below into the starting policy's weights.
+    trainer.save_model(str(work / "final"))
 
     if trainer.accelerator.is_main_process:
         with artifacts.atomic_path(out, is_dir=True) as tmp:
-            trained = trainer.accelerator.unwrap_model(trainer.model)
             if peft_config is not None:
-                trained.save_pretrained(tmp / "adapter")
-                trained = trained.merge_and_unload()
-            trained.save_pretrained(tmp / "model")
-            tok.save_pretrained(tmp / "model")
-            policy.write_spec(tmp, "model", args.round)
-            history = pd.DataFrame(trainer.state.log_history)
-            history.to_csv(tmp / "train_log.csv", index=False)
+                shutil.copytree(work / "final", tmp / "adapter")
+                merged = merge_adapter(args.policy, tmp / "adapter", cfg["model"])
+                merged.save_pretrained(tmp / "model")
+                tok.save_pretrained(tmp / "model")
+            else:
+                shutil.copytree(work / "final", tmp / "model")
+            policy.write_spec(tmp, "model", args.round, adapter_of=args.policy if peft_config is not None else None)
+            pd.DataFrame(trainer.state.log_history).to_csv(tmp / "train_log.csv", index=False)
+            shutil.copytree(work / "tensorboard", tmp / "tensorboard")
         shutil.rmtree(work, ignore_errors=True)
         print(
             f"grpo_train: round {args.round}, {len(sizes)} groups x {group}, "
             f"{trainer.state.global_step} steps -> {args.out}"
         )
     trainer.accelerator.wait_for_everyone()
-
 
 if __name__ == "__main__":
     cli.run(main)

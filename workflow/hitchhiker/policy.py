@@ -1,6 +1,8 @@
 """Policies on disk: a directory with ``policy.json`` naming the weights to load.
 
-``policy.json`` = {"model": <dir relative to the policy dir, or a hub id>, "round": r}.
+``policy.json`` = {"model": <dir relative to the policy dir, or a hub id>, "round": r}, plus,
+when round r trained a LoRA adapter, "adapter": "adapter" and "base": the policy directory
+(relative to this one) whose weights the adapter applies to.
 Round 0 is the base model; round r is written by grpo_train. Every stage loads a policy
 with :func:`load`, the same way for the tiny model, a local directory or a hub id such as
 meta-llama/Llama-3.2-3B-Instruct.
@@ -9,6 +11,7 @@ meta-llama/Llama-3.2-3B-Instruct.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -34,8 +37,21 @@ def model_ref(policy_dir: str | Path) -> str:
     return str(local) if local.exists() else ref
 
 
-def write_spec(policy_dir: Path, model: str, round_: int) -> None:
-    (policy_dir / "policy.json").write_text(json.dumps({"model": model, "round": round_}, indent=2) + "\n")
+def write_spec(policy_dir: Path, model: str, round_: int, adapter_of: str | Path | None = None) -> None:
+    """Write policy.json; ``adapter_of``: the policy the adapter/ of this one was trained on."""
+    spec = {"model": model, "round": round_}
+    if adapter_of is not None:
+        spec |= {"adapter": "adapter", "base": os.path.relpath(adapter_of, policy_dir)}
+    (policy_dir / "policy.json").write_text(json.dumps(spec, indent=2) + "\n")
+
+
+def lora_adapter(policy_dir: str | Path) -> tuple[str, str] | None:
+    """(model ref of the base weights, adapter directory) of a policy with a LoRA adapter, else None."""
+    policy_dir = Path(policy_dir)
+    spec = json.loads((policy_dir / "policy.json").read_text())
+    if "adapter" not in spec:
+        return None
+    return model_ref(policy_dir / spec["base"]), str(policy_dir / spec["adapter"])
 
 
 def load_tokenizer(policy_dir: str | Path, model_cfg: dict):
