@@ -152,12 +152,8 @@ def last_complete_checkpoint(work: Path) -> str | None:
 def merge_adapter(base_policy: str, adapter: Path, model_cfg: dict):
     """The starting policy's weights with the trained LoRA adapter merged in."""
     from peft import PeftModel
-    from transformers import AutoModelForCausalLM
 
-    base = AutoModelForCausalLM.from_pretrained(
-        policy.model_ref(base_policy), dtype=policy.torch_dtype(model_cfg), trust_remote_code=model_cfg["trust_remote_code"]
-    )
-    return PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
+    return PeftModel.from_pretrained(policy.load_model(base_policy, model_cfg), str(adapter)).merge_and_unload()
 
 
 def environment_reward(prompts, completions, env_reward, **kwargs) -> list[float]:
@@ -189,14 +185,10 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from datasets import Dataset
     from peft import LoraConfig
-    from transformers import AutoModelForCausalLM
     from trl import GRPOConfig
 
     tok = policy.load_tokenizer(args.policy, cfg["model"])
-    dtype = policy.torch_dtype(cfg["model"])
-    model = AutoModelForCausalLM.from_pretrained(
-        policy.model_ref(args.policy), dtype=dtype, trust_remote_code=cfg["model"]["trust_remote_code"]
-    )
+    model = policy.load_model(args.policy, cfg["model"])
     lora = tr["lora"]
     peft_config = (
         LoraConfig(
@@ -248,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
         seed=cfg["seed"] + args.round,
         data_seed=cfg["seed"] + args.round,
         use_cpu=not torch.cuda.is_available(),
-        bf16=dtype == torch.bfloat16,
+        bf16=cfg["model"]["dtype"] == "bfloat16",
         disable_tqdm=False,
         vllm_importance_sampling_correction=tr["importance_sampling"]["enabled"],
         vllm_importance_sampling_mode=tr["importance_sampling"]["mode"],
@@ -290,6 +282,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{trainer.state.global_step} steps -> {args.out}"
         )
     trainer.accelerator.wait_for_everyone()
+
 
 if __name__ == "__main__":
     cli.run(main)

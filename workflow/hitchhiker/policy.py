@@ -77,14 +77,19 @@ def torch_dtype(model_cfg: dict):
     ]
 
 
-def load(policy_dir: str | Path, model_cfg: dict, device: str | None = None):
-    """(model, tokenizer) of a policy, in eval mode, on ``device`` (default: cuda if present)."""
+def load_model(policy_dir: str | Path, model_cfg: dict):
+    """A policy's causal LM, in model.dtype, on the CPU."""
     from transformers import AutoModelForCausalLM
 
-    tok = load_tokenizer(policy_dir, model_cfg)
-    model = AutoModelForCausalLM.from_pretrained(
+    return AutoModelForCausalLM.from_pretrained(
         model_ref(policy_dir), dtype=torch_dtype(model_cfg), trust_remote_code=model_cfg["trust_remote_code"]
     )
+
+
+def load(policy_dir: str | Path, model_cfg: dict, device: str | None = None):
+    """(model, tokenizer) of a policy, in eval mode, on ``device`` (default: cuda if present)."""
+    tok = load_tokenizer(policy_dir, model_cfg)
+    model = load_model(policy_dir, model_cfg)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     return model.to(device).eval(), tok
 
