@@ -1,5 +1,8 @@
 """Rollout backends: what they record is what the policy really sampled."""
 
+import json
+import shutil
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -7,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import rollout_round1, tiny_config, write_config
+from conftest import ROOT, prompts_of, rollout_round1, stage, tiny_config, write_config
 from hitchhiker import config, generation, policy
 
 
@@ -81,3 +84,70 @@ def test_vllm_backend_without_vllm_is_a_clear_error(base_run, tmp_path):
     proc = rollout_round1(cfg, base_run, tmp_path / "r.parquet", check=False)
     assert proc.returncode == 2 and "vllm is not installed" in proc.stderr
     assert not (tmp_path / "r.parquet").exists()
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch, tmp_path):
+    """Put the vLLM stand-in (tests/fake_vllm) on the path of every process a test starts;
+    return a function reading what its engines were given."""
+    log = tmp_path / "vllm.jsonl"
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests" / "fake_vllm"))
+    monkeypatch.setenv("FAKE_VLLM_LOG", str(log))
+
+    def records():
+        lines = log.read_text().splitlines() if log.exists() else []
+        log.unlink(missing_ok=True)
+        return [json.loads(line) for line in lines]
+
+    return records
+
+
+def _vllm_rollout(base_run, tmp_path, name, policy_dir=None, **rollout):
+    cfg = write_config(tmp_path / f"{name}.yaml", tiny_config(rollout={"backend": "vllm", **rollout}))
+    out = tmp_path / f"{name}.parquet"
+    policy_dir = policy_dir or base_run / "policy" / "round_0"
+    stage("rollout", "--config", cfg, "--round", "1", "--states", base_run / "states.parquet",
+          "--policy", policy_dir, "--out", out, "--prompts", prompts_of(out))  # fmt: skip
+    return pd.read_parquet(out)
+
+
+def test_vllm_engines_split_the_states_and_sample_the_same_as_one_engine(base_run, tmp_path, fake_vllm, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    two = _vllm_rollout(base_run, tmp_path, "two", tensor_parallel_size=2)
+    engines = [r for r in fake_vllm() if r["event"] == "engine"]
+    assert sorted(e["gpus"] for e in engines) == ["0,1", "2,3"] and len({e["pid"] for e in engines}) == 2
+    assert all(e["tensor_parallel_size"] == 2 and e["logprobs_mode"] == "processed_logprobs" for e in engines)
+    one = _vllm_rollout(base_run, tmp_path, "one", tensor_parallel_size=4)
+    (engine,) = [r for r in fake_vllm() if r["event"] == "engine"]
+    assert engine["gpus"] == "0,1,2,3" and engine["model"].endswith("round_0/model")
+    pd.testing.assert_frame_equal(one, two)
+    states = tiny_config()["rollout"]["states_per_round"]
+    assert len(two) == states * 4 and two.groupby("state_id").size().eq(4).all()
+    assert (two.completion_ids.map(len) == two.logprobs.map(len)).all()
+    assert two.temperature.between(0.6, 0.8).all()
+
+
+def test_vllm_rolls_out_a_lora_policy_as_its_adapter_on_the_base_weights(base_run, tmp_path, fake_vllm, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    trained = tmp_path / "round_1"  # a policy as grpo_train writes it with LoRA on (adapter/ + merged model/)
+    shutil.copytree(base_run / "policy" / "round_0" / "model", trained / "model")
+    (trained / "adapter").mkdir()
+    (trained / "adapter" / "adapter_config.json").write_text(json.dumps({"r": 4, "peft_type": "LORA"}))
+    policy.write_spec(trained, "model", 1, adapter_of=base_run / "policy" / "round_0")
+    _vllm_rollout(base_run, tmp_path, "lora", policy_dir=trained, vllm_lora=True)
+    engine, gen = fake_vllm()
+    assert Path(engine["model"]).resolve() == (base_run / "policy" / "round_0" / "model").resolve()
+    assert engine["enable_lora"] and engine["max_lora_rank"] == 8
+    assert Path(gen["lora"][2]).resolve() == (trained / "adapter").resolve()
+    _vllm_rollout(base_run, tmp_path, "merged", policy_dir=trained)  # the default: merged weights
+    engine, gen = fake_vllm()
+    assert engine["model"] == str(trained / "model") and not engine["enable_lora"] and gen["lora"] is None
+
+
+def test_vllm_with_fewer_gpus_than_one_engine_needs_is_a_clear_error(base_run, tmp_path, fake_vllm, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    cfg = write_config(tmp_path / "c.yaml", tiny_config(rollout={"backend": "vllm", "tensor_parallel_size": 2}))
+    proc = rollout_round1(cfg, base_run, tmp_path / "r.parquet", check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].endswith("rollout.tensor_parallel_size = 2 but this job sees 1 GPU(s)")
+    assert not (tmp_path / "r.parquet").exists() and not fake_vllm()

@@ -8,6 +8,14 @@ sampled from (temperature applied, no top-k/top-p truncation).
 
 from __future__ import annotations
 
+import importlib.util
+import itertools
+import json
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
 import numpy as np
 import torch
 from tqdm.auto import tqdm
@@ -143,6 +151,18 @@ def from_vllm_outputs(request_outputs, temperatures: list[float]) -> list[dict]:
     return rows
 
 
+def visible_gpus() -> list[str]:
+    """The GPUs this job may use: CUDA_VISIBLE_DEVICES (what Slurm sets for a GPU job), else all."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [g.strip() for g in env.split(",") if g.strip()]
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+# vLLM accepts these LoRA ranks only (vllm.config.lora.MaxLoRARanks)
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
 def vllm_generate(
     model_ref: str,
     prompt_ids: list[list[int]],
@@ -152,24 +172,83 @@ def vllm_generate(
     seed: int,
     tensor_parallel_size: int,
     trust_remote_code: bool,
+    adapter: str | None = None,
 ) -> list[dict]:
-    """Sample with vLLM: one engine, tensor parallel over the node's GPUs."""
-    try:
-        from vllm import LLM, SamplingParams
-    except ImportError:
-        from hitchhiker.cli import HitchhikerError
+    """Sample with vLLM: one engine per ``tensor_parallel_size`` visible GPUs, the prompts
+    split into contiguous shards between the engines (data parallel), one process each.
 
+    ``adapter``: a LoRA adapter directory, applied to ``model_ref`` through vLLM's LoRA
+    support. Request i is seeded with seed + i, so the samples do not depend on how many
+    engines there are.
+    """
+    from hitchhiker.cli import HitchhikerError
+
+    if importlib.util.find_spec("vllm") is None:
+        raise HitchhikerError("config key rollout.backend = vllm but vllm is not installed: pip install -e '.[vllm]'")
+    gpus = visible_gpus()
+    engines = len(gpus) // tensor_parallel_size
+    if engines == 0:
         raise HitchhikerError(
-            "config key rollout.backend = vllm but vllm is not installed: pip install -e '.[vllm]'"
-        ) from None
+            f"config key rollout.tensor_parallel_size = {tensor_parallel_size} but this job sees {len(gpus)} GPU(s)"
+        )
+    bounds = np.linspace(0, len(prompt_ids), engines + 1).round().astype(int)
+    jobs = [
+        dict(
+            gpus=gpus[e * tensor_parallel_size : (e + 1) * tensor_parallel_size],
+            first=int(lo),
+            model_ref=model_ref,
+            prompt_ids=prompt_ids[lo:hi],
+            temperatures=temperatures[lo:hi],
+            n=n,
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+            trust_remote_code=trust_remote_code,
+            adapter=adapter,
+        )
+        for e, (lo, hi) in enumerate(itertools.pairwise(bounds))
+    ]
+    if engines == 1:
+        return _vllm_engine(**jobs[0])
+    # a fresh interpreter per engine (spawn, one task per process): each must set its GPUs
+    # before CUDA starts, and all engines run at once
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(engines, mp_context=spawn, max_tasks_per_child=1) as pool:
+        shards = [pool.submit(_vllm_engine, **job) for job in jobs]
+        return [row for shard in shards for row in shard.result()]
+
+
+def _vllm_engine(
+    gpus: list[str],
+    first: int,
+    model_ref: str,
+    prompt_ids: list[list[int]],
+    temperatures: list[float],
+    n: int,
+    max_new_tokens: int,
+    seed: int,
+    trust_remote_code: bool,
+    adapter: str | None,
+) -> list[dict]:
+    """One vLLM engine, tensor parallel over ``gpus``, sampling prompts first, first + 1, ..."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    from vllm import LLM, SamplingParams
+
+    lora, lora_args = None, {}
+    if adapter is not None:
+        from vllm.lora.request import LoRARequest
+
+        rank = json.loads((Path(adapter) / "adapter_config.json").read_text())["r"]
+        lora_args = dict(enable_lora=True, max_loras=1, max_lora_rank=min(r for r in VLLM_LORA_RANKS if r >= rank))
+        lora = LoRARequest("policy", 1, str(adapter))
     # processed_logprobs: logprobs of the distribution sampled from (after temperature),
     # the same quantity the transformers backend records.
     llm = LLM(
         model=model_ref,
-        tensor_parallel_size=tensor_parallel_size,
+        tensor_parallel_size=len(gpus),
         seed=seed,
         trust_remote_code=trust_remote_code,
         logprobs_mode="processed_logprobs",
+        **lora_args,
     )
     params = [
         SamplingParams(
@@ -178,10 +257,13 @@ def vllm_generate(
             top_p=1.0,
             top_k=-1,
             max_tokens=max_new_tokens,
-            seed=seed + i,
+            seed=seed + first + i,
             logprobs=0,
         )
         for i, t in enumerate(temperatures)
     ]
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompt_ids], sampling_params=params)
-    return from_vllm_outputs(outs, temperatures)
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompt_ids], sampling_params=params, lora_request=lora)
+    rows = from_vllm_outputs(outs, temperatures)
+    for r in rows:
+        r["prompt_index"] += first
+    return rows

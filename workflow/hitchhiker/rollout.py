@@ -33,8 +33,9 @@ def sample(
         model, tok = policy.load(policy_dir, model_cfg)
     prompt_ids = [tok(policy.chat(tok, p), add_special_tokens=False).input_ids for p in states["prompt"]]
     if ro["backend"] == "vllm":
+        lora = policy.lora_adapter(policy_dir) if ro["vllm_lora"] else None
         rows = generation.vllm_generate(
-            policy.model_ref(policy_dir),
+            lora[0] if lora else policy.model_ref(policy_dir),
             prompt_ids,
             list(temperatures),
             n,
@@ -42,6 +43,7 @@ def sample(
             seed,
             ro["tensor_parallel_size"],
             model_cfg["trust_remote_code"],
+            adapter=lora[1] if lora else None,
         )
     else:
         rows = generation.transformers_generate(
