@@ -38,3 +38,12 @@ def add_config_arg(p: argparse.ArgumentParser) -> None:
         help="config.yaml, or an inline JSON object with the sections this stage reads "
         "(that is how Snakemake calls it, so that a change in another section reruns nothing here)",
     )
+
+
+def peak_gpu_memory() -> str:
+    """ ", peak GPU memory X GiB" of this process when it used CUDA, for a stage's last line."""
+    import torch
+
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return ""
+    return f", peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB"

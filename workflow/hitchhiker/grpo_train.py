@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> None:
         shutil.rmtree(work, ignore_errors=True)
         print(
             f"grpo_train: round {args.round}, {len(sizes)} groups x {group}, "
-            f"{trainer.state.global_step} steps -> {args.out}"
+            f"{trainer.state.global_step} steps -> {args.out}{cli.peak_gpu_memory()}"
         )
     trainer.accelerator.wait_for_everyone()
 
