@@ -106,7 +106,8 @@ def test_policies_and_evaluation(pipeline):
     _, res = pipeline
     for r in (0, 1, 2):
         spec = json.loads((res / "policy" / f"round_{r}" / "policy.json").read_text())
-        assert spec == {"model": "model", "round": r}
+        lora = {"adapter": "adapter", "base": f"../round_{r - 1}"} if r else {}  # the tiny config trains LoRA
+        assert spec == {"model": "model", "round": r, **lora}
         metrics = json.loads((res / "eval" / f"round_{r}" / "metrics.json").read_text())
         for mode, n in (("greedy", 6), ("sampled", 12)):
             m = metrics[mode]
