@@ -41,7 +41,7 @@ def add_config_arg(p: argparse.ArgumentParser) -> None:
 
 
 def peak_gpu_memory() -> str:
-    """ ", peak GPU memory X GiB" of this process when it used CUDA, for a stage's last line."""
+    """For a stage's last line: the peak GPU memory of this process, if it used CUDA, else ""."""
     import torch
 
     if not torch.cuda.is_available() or not torch.cuda.is_initialized():

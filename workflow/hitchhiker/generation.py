@@ -8,6 +8,7 @@ sampled from (temperature applied, no top-k/top-p truncation).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import itertools
 import json
@@ -192,37 +193,37 @@ def vllm_generate(
             f"config key rollout.tensor_parallel_size = {tensor_parallel_size} but this job sees {len(gpus)} GPU(s)"
         )
     bounds = np.linspace(0, len(prompt_ids), engines + 1).round().astype(int)
-    jobs = [
-        dict(
-            gpus=gpus[e * tensor_parallel_size : (e + 1) * tensor_parallel_size],
-            first=int(lo),
-            model_ref=model_ref,
-            prompt_ids=prompt_ids[lo:hi],
-            temperatures=temperatures[lo:hi],
-            n=n,
-            max_new_tokens=max_new_tokens,
-            seed=seed,
-            trust_remote_code=trust_remote_code,
-            adapter=adapter,
-        )
+    tp = tensor_parallel_size
+    shards = [
+        (gpus[e * tp : (e + 1) * tp], int(lo), prompt_ids[lo:hi], temperatures[lo:hi])
         for e, (lo, hi) in enumerate(itertools.pairwise(bounds))
     ]
+    engine = functools.partial(
+        _vllm_engine,
+        model_ref=model_ref,
+        n=n,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        trust_remote_code=trust_remote_code,
+        adapter=adapter,
+    )
     if engines == 1:
-        return _vllm_engine(**jobs[0])
+        return engine(*shards[0])
     # a fresh interpreter per engine (spawn, one task per process): each must set its GPUs
     # before CUDA starts, and all engines run at once
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(engines, mp_context=spawn, max_tasks_per_child=1) as pool:
-        shards = [pool.submit(_vllm_engine, **job) for job in jobs]
-        return [row for shard in shards for row in shard.result()]
+        futures = [pool.submit(engine, *shard) for shard in shards]
+        return [row for future in futures for row in future.result()]
 
 
 def _vllm_engine(
     gpus: list[str],
     first: int,
-    model_ref: str,
     prompt_ids: list[list[int]],
     temperatures: list[float],
+    *,
+    model_ref: str,
     n: int,
     max_new_tokens: int,
     seed: int,

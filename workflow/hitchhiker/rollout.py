@@ -33,9 +33,11 @@ def sample(
         model, tok = policy.load(policy_dir, model_cfg)
     prompt_ids = [tok(policy.chat(tok, p), add_special_tokens=False).input_ids for p in states["prompt"]]
     if ro["backend"] == "vllm":
-        lora = policy.lora_adapter(policy_dir) if ro["vllm_lora"] else None
+        ref, adapter = policy.model_ref(policy_dir), None
+        if ro["vllm_lora"] and (lora := policy.lora_adapter(policy_dir)):
+            ref, adapter = lora
         rows = generation.vllm_generate(
-            lora[0] if lora else policy.model_ref(policy_dir),
+            ref,
             prompt_ids,
             list(temperatures),
             n,
@@ -43,7 +45,7 @@ def sample(
             seed,
             ro["tensor_parallel_size"],
             model_cfg["trust_remote_code"],
-            adapter=lora[1] if lora else None,
+            adapter=adapter,
         )
     else:
         rows = generation.transformers_generate(
