@@ -17,8 +17,9 @@ def _snakemake_cmd(d):
     return ["snakemake", "-s", str(ROOT / "Snakefile"), "--configfile", str(d / "config.yaml"), "--cores", "2"]
 
 
-def _kill_when_running(d, stage, whole_run):
-    """Start the pipeline; SIGKILL the ``stage`` job (or the whole run) once it has started."""
+def _kill_when_running(d, stage, whole_run, writing=None):
+    """Start the pipeline; SIGKILL the ``stage`` job (or the whole run) once it has started, or, given
+    ``writing``, once that output's atomic temporary exists (the stage is part-way through writing it)."""
     proc = subprocess.Popen(
         _snakemake_cmd(d), cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
@@ -34,7 +35,12 @@ def _kill_when_running(d, stage, whole_run):
                 continue
         time.sleep(0.05)
     assert victim is not None, f"{stage} never started"
-    time.sleep(0.3)  # part-way: imports done or under way, output not yet moved into place
+    if writing is None:  # stages that run for seconds: part-way, output not yet moved into place
+        time.sleep(0.3)
+    else:  # a stage done in ~0.5 s (score) could finish inside any fixed delay; its temporary lives ~50 ms
+        while not any(writing.parent.glob(f".{writing.name}.*")):
+            assert proc.poll() is None and time.time() < deadline, f"{stage} never started writing {writing}"
+            time.sleep(0.001)
     if whole_run:  # a preempted node: Snakemake and every job die at once
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
@@ -51,14 +57,14 @@ def _kill_when_running(d, stage, whole_run):
 def test_killed_stages_leave_no_half_artifacts_and_the_rerun_completes(tmp_path):
     write_config(tmp_path / "config.yaml", tiny_config(rounds=2))
     res = tmp_path / "results" / "tiny"
-    for stage, whole_run, output in [
-        ("build_states", True, res / "states.parquet"),
-        ("rollout", False, res / "rollouts" / "round_1.parquet"),
-        ("grpo_train", True, res / "policy" / "round_1"),
-        ("score", True, res / "buffer" / "round_2.duckdb"),
-        ("evaluate", False, None),
+    for stage, whole_run, output, mid_write in [
+        ("build_states", True, res / "states.parquet", False),
+        ("rollout", False, res / "rollouts" / "round_1.parquet", False),
+        ("grpo_train", True, res / "policy" / "round_1", False),
+        ("score", True, res / "buffer" / "round_2.duckdb", True),
+        ("evaluate", False, None, False),
     ]:
-        _kill_when_running(tmp_path, stage, whole_run)
+        _kill_when_running(tmp_path, stage, whole_run, output if mid_write else None)
         if output is not None:
             assert not output.exists(), f"killed {stage} left {output}"
     run(*_snakemake_cmd(tmp_path), cwd=tmp_path)
