@@ -33,6 +33,12 @@ def test_default_config_validates_and_fills_defaults():
         (lambda c: c["states"].update(embargo=2), "states.embargo"),
         (lambda c: c["rollout"].update(temperature_eps=0.8), "rollout.temperature_eps"),
         (lambda c: c["train"].update(per_device_batch_size=6), "train.per_device_batch_size"),
+        (lambda c: c["rollout"].update(tensor_parallel_size=2), "rollout.tensor_parallel_size = 2 applies only"),
+        (lambda c: c["rollout"].update(vllm_lora=True), "rollout.vllm_lora = true applies only to rollout.backend"),
+        (
+            lambda c: (c["rollout"].update(backend="vllm", vllm_lora=True), c["train"]["lora"].update(enabled=False)),
+            "rollout.vllm_lora = true, but train.lora.enabled = false",
+        ),
         (lambda c: c.update(run="../escape"), "config key run"),
         (lambda c: c["data"].update(tickers=["AAPL", "MSFT; rm -rf /"]), "data.tickers"),
     ],

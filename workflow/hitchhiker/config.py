@@ -126,7 +126,17 @@ def _check_rules(cfg: dict) -> None:
             f"config key rollout.temperature_eps = {rollout['temperature_eps']} must be below "
             f"rollout.temperature = {rollout['temperature']} (temperatures must stay positive)"
         )
+    for key, default in (("tensor_parallel_size", 1), ("vllm_lora", False)):
+        if rollout and rollout[key] != default and rollout["backend"] != "vllm":
+            raise HitchhikerError(
+                f"config key rollout.{key} = {json.dumps(rollout[key])} applies only to rollout.backend = vllm, "
+                f"not {rollout['backend']}"
+            )
     train = cfg.get("train", {})
+    if rollout.get("vllm_lora") and train and not train["lora"]["enabled"]:
+        raise HitchhikerError(
+            "config key rollout.vllm_lora = true, but train.lora.enabled = false: the policies have no adapter"
+        )
     if train and rollout:
         batch = train["per_device_batch_size"] * train["gradient_accumulation_steps"]
         if (batch * train["num_processes"]) % rollout["samples_per_state"]:
