@@ -47,6 +47,11 @@ def test_sampling_is_seeded_and_greedy_is_deterministic(tiny):
     g1 = generation.transformers_generate(model, tok, ids, [0.0] * 5, 1, 6, 2, seed=1)
     g2 = generation.transformers_generate(model, tok, ids, [0.0] * 5, 1, 6, 5, seed=2)
     assert [r["completion_ids"] for r in g1] == [r["completion_ids"] for r in g2]
+    # greedy and sampled prompts in one call (evaluate): one row per greedy prompt, and the
+    # same rows as the two calls apart, as a batch never mixes the two
+    both = generation.transformers_generate(model, tok, ids + ids, [0.0] * 5 + [0.7] * 5, 2, 6, 5, seed=3)
+    assert [(r["prompt_index"], r["sample_idx"]) for r in both[:5]] == [(i, 0) for i in range(5)]
+    assert [r["completion_ids"] for r in both] == [r["completion_ids"] for r in g1 + a]
 
 
 def _vllm_like(prompt_ids, samples):
@@ -151,3 +156,17 @@ def test_vllm_with_fewer_gpus_than_one_engine_needs_is_a_clear_error(base_run, t
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].endswith("rollout.tensor_parallel_size = 2 but this job sees 1 GPU(s)")
     assert not (tmp_path / "r.parquet").exists() and not fake_vllm()
+
+
+def test_vllm_evaluate_samples_greedy_and_sampled_from_one_engine(base_run, tmp_path, fake_vllm, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    cfg = write_config(tmp_path / "c.yaml", tiny_config(rollout={"backend": "vllm"}))
+    preds = tmp_path / "predictions.parquet"
+    stage("evaluate", "--config", cfg, "--round", "0", "--states", base_run / "states.parquet",
+          "--outcomes", base_run / "outcomes.parquet", "--policy", base_run / "policy" / "round_0",
+          "--predictions", preds, "--metrics", tmp_path / "metrics.json")  # fmt: skip
+    assert [r["event"] for r in fake_vllm()] == ["engine", "generate"]
+    per_state = pd.read_parquet(preds).groupby(["mode", "state_id"]).size()
+    ev = tiny_config()["evaluate"]
+    assert per_state["greedy"].eq(1).all() and per_state["sampled"].eq(ev["samples_per_state"]).all()
+    assert len(per_state["greedy"]) == len(per_state["sampled"]) == ev["max_states"]

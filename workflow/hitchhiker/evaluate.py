@@ -114,14 +114,11 @@ def main(argv: list[str] | None = None) -> None:
     if states.empty:
         raise cli.HitchhikerError(f"{args.states} holds no {ev['split']} states")
     outcomes = artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES)
-    parts = []
-    for mode, temp, n in (("greedy", 0.0, 1), ("sampled", cfg["rollout"]["temperature"], ev["samples_per_state"])):
-        s = rollout.sample(
-            states, args.policy, cfg, np.full(len(states), temp), n, seed, f"evaluate round {args.round} {mode}"
-        )
-        s.insert(1, "mode", mode)
-        parts.append(s)
-    preds = pd.concat(parts, ignore_index=True)
+    # each state twice, greedy (one answer) then sampled: one model load, or one vLLM engine
+    temps = np.repeat([0.0, cfg["rollout"]["temperature"]], len(states))
+    both = pd.concat([states, states], ignore_index=True)
+    preds = rollout.sample(both, args.policy, cfg, temps, ev["samples_per_state"], seed, f"evaluate round {args.round}")
+    preds.insert(1, "mode", np.where(preds["temperature"] == 0, "greedy", "sampled"))
     preds = pd.concat([preds, score.score_frame(preds, outcomes, cfg)], axis=1)
     preds["correct"] = correct(preds, outcomes)
     preds = preds.merge(states[["state_id", "date", "format", "tickers", "prompt"]], on="state_id")

@@ -1,9 +1,10 @@
 """Generation backends shared by rollout and evaluate: transformers (CPU/GPU) and vLLM.
 
 Both take chat-templated prompt token ids, a temperature per prompt (0 = greedy) and n
-samples per prompt, and return one row per sample with the completion's token ids, text and
-the behaviour policy's log-probability of each sampled token under the distribution it was
-sampled from (temperature applied, no top-k/top-p truncation).
+samples per sampled prompt (a greedy one gives one), and return one row per sample with the
+completion's token ids, text and the behaviour policy's log-probability of each sampled
+token under the distribution it was sampled from (temperature applied, no top-k/top-p
+truncation).
 """
 
 from __future__ import annotations
@@ -68,25 +69,33 @@ def transformers_generate(
     seed: int,
     desc: str = "generate",
 ) -> list[dict]:
-    """Batched sampling (temperature > 0) or greedy decoding (temperature == 0)."""
+    """Batched sampling (temperature > 0, n samples) or greedy decoding (temperature == 0, one)."""
     torch.manual_seed(seed)
     device = model.device
     eos = tokenizer.eos_token_id
     eos_ids = {eos} if isinstance(eos, int) else set(eos)
     pad = tokenizer.pad_token_id
-    order = np.argsort([len(p) for p in prompt_ids], kind="stable")
+    # greedy prompts first, each kind by length (stable); a batch never mixes the two, as
+    # generate either samples or decodes greedily
+    sampled = np.asarray(temperatures) > 0
+    order = np.lexsort(([len(p) for p in prompt_ids], sampled))
+    batches = [
+        kind[start : start + batch_size]
+        for kind in np.split(order, [int((~sampled).sum())])
+        for start in range(0, len(kind), batch_size)
+    ]
     rows: list[dict] = []
-    for start in tqdm(range(0, len(order), batch_size), desc=desc, unit="batch"):
-        idx = order[start : start + batch_size]
+    for idx in tqdm(batches, desc=desc, unit="batch"):
+        greedy = temperatures[idx[0]] == 0
+        n_per = 1 if greedy else n
         width = max(len(prompt_ids[i]) for i in idx)
         ids = torch.full((len(idx), width), pad, dtype=torch.long)
         mask = torch.zeros_like(ids)
         for row, i in enumerate(idx):  # left padding, so that generation continues each prompt
             ids[row, width - len(prompt_ids[i]) :] = torch.tensor(prompt_ids[i])
             mask[row, width - len(prompt_ids[i]) :] = 1
-        ids, mask = ids.repeat_interleave(n, 0).to(device), mask.repeat_interleave(n, 0).to(device)
-        temps = torch.tensor([temperatures[i] for i in idx], device=device).repeat_interleave(n)
-        greedy = bool((temps == 0).all())
+        ids, mask = ids.repeat_interleave(n_per, 0).to(device), mask.repeat_interleave(n_per, 0).to(device)
+        temps = torch.tensor([temperatures[i] for i in idx], device=device).repeat_interleave(n_per)
         proc = RowTemperature(torch.where(temps > 0, temps, torch.ones_like(temps)))
         with torch.no_grad():
             out = model.generate(
@@ -106,11 +115,11 @@ def transformers_generate(
         gen = gen.cpu()
         for row in range(gen.shape[0]):
             comp, finish = _trim(gen[row].tolist(), eos_ids)
-            i = idx[row // n]
+            i = idx[row // n_per]
             rows.append(
                 dict(
                     prompt_index=int(i),
-                    sample_idx=row % n,
+                    sample_idx=row % n_per,
                     temperature=float(temperatures[i]),
                     prompt_ids=list(prompt_ids[i]),
                     completion_ids=comp,

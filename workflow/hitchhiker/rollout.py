@@ -25,7 +25,7 @@ SECTIONS = ["run", "seed", "model", "rollout"]
 def sample(
     states: pd.DataFrame, policy_dir: str, cfg: dict, temperatures: np.ndarray, n: int, seed: int, desc: str
 ) -> pd.DataFrame:
-    """Generate ``n`` completions per state (temperature 0 = greedy); one row per sample."""
+    """Generate ``n`` completions per state (temperature 0: one, greedy); one row per sample."""
     ro, model_cfg = cfg["rollout"], cfg["model"]
     if ro["backend"] == "vllm":
         model, tok = None, policy.load_tokenizer(policy_dir, model_cfg)
