@@ -86,8 +86,8 @@ def transformers_generate(
     ]
     rows: list[dict] = []
     for idx in tqdm(batches, desc=desc, unit="batch"):
-        greedy = temperatures[idx[0]] == 0
-        n_per = 1 if greedy else n
+        sampling = bool(sampled[idx[0]])
+        n_per = n if sampling else 1
         width = max(len(prompt_ids[i]) for i in idx)
         ids = torch.full((len(idx), width), pad, dtype=torch.long)
         mask = torch.zeros_like(ids)
@@ -101,7 +101,7 @@ def transformers_generate(
             out = model.generate(
                 input_ids=ids,
                 attention_mask=mask,
-                do_sample=not greedy,
+                do_sample=sampling,
                 max_new_tokens=max_new_tokens,
                 temperature=1.0,
                 top_k=0,
