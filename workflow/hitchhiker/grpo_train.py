@@ -221,6 +221,7 @@ def main(argv: list[str] | None = None) -> None:
     # transformers' TensorBoard callback reads its directory from this variable only; inside
     # the trainer's directory, a resumed run appends to the same logs.
     os.environ["TENSORBOARD_LOGGING_DIR"] = str(work / "tensorboard")
+    deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true"  # set by accelerate launch
     args_trl = GRPOConfig(
         output_dir=str(work),
         per_device_train_batch_size=tr["per_device_batch_size"],
@@ -239,7 +240,11 @@ def main(argv: list[str] | None = None) -> None:
         report_to=["tensorboard"],
         seed=cfg["seed"] + args.round,
         data_seed=cfg["seed"] + args.round,
-        use_cpu=not torch.cuda.is_available(),
+        # accelerate ignores DeepSpeed under use_cpu: on a CPU, DeepSpeed runs on its own CPU
+        # accelerator (DS_ACCELERATOR=cpu), and accelerate needs the gloo backend named, or it
+        # takes the job for a single process
+        use_cpu=not torch.cuda.is_available() and not deepspeed,
+        ddp_backend="gloo" if deepspeed and not torch.cuda.is_available() else None,
         bf16=cfg["model"]["dtype"] == "bfloat16",
         disable_tqdm=False,
         vllm_importance_sampling_correction=tr["importance_sampling"]["enabled"],
@@ -277,9 +282,11 @@ def main(argv: list[str] | None = None) -> None:
             pd.DataFrame(trainer.state.log_history).to_csv(tmp / "train_log.csv", index=False)
             shutil.copytree(work / "tensorboard", tmp / "tensorboard")
         shutil.rmtree(work, ignore_errors=True)
+        acc = trainer.accelerator
+        how = acc.distributed_type.value + (f" ZeRO-{acc.state.deepspeed_plugin.zero_stage}" if deepspeed else "")
         print(
-            f"grpo_train: round {args.round}, {len(sizes)} groups x {group}, "
-            f"{trainer.state.global_step} steps -> {args.out}{cli.peak_gpu_memory()}"
+            f"grpo_train: round {args.round}, {len(sizes)} groups x {group}, {trainer.state.global_step} steps "
+            f"on {acc.num_processes} process(es), {how} -> {args.out}{cli.peak_gpu_memory()}"
         )
     trainer.accelerator.wait_for_everyone()
 

@@ -1,9 +1,11 @@
 """launch: start grpo_train on N processes, on GPUs or on CPU.
 
 On GPUs: accelerate launch with N processes (and the accelerate config, if given). On CPU
-with N > 1: torchrun, because accelerate launch --cpu --num_processes N starts a single
-process; under torchrun the Trainer's use_cpu gives accelerate's MULTI_CPU over gloo. On CPU
-with one process: plain python.
+with an accelerate config (DeepSpeed ZeRO-2/3 on gloo workers): accelerate launch too, with
+DS_ACCELERATOR=cpu and fp32 (bf16 autocast would make the CPU run a different experiment).
+On CPU otherwise, with N > 1: torchrun, because accelerate launch --cpu --num_processes N
+starts a single process; under torchrun the Trainer's use_cpu gives accelerate's MULTI_CPU
+over gloo. On CPU with one process: plain python.
 
 Usage:
   python -m hitchhiker.launch --nproc 2 [--accelerate-config configs/accelerate/zero2.yaml] \\
@@ -27,6 +29,9 @@ def command(nproc: int, accelerate_config: str | None, rest: list[str], cuda: bo
             if accelerate_config
             else ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
         )
+    elif accelerate_config:
+        launch = ["accelerate", "launch", "--num_processes", str(nproc), "--config_file", accelerate_config,
+                  "--mixed_precision", "no"]  # fmt: skip
     elif nproc > 1:
         launch = ["torchrun", "--standalone", "--nproc_per_node", str(nproc)]
     else:
@@ -45,7 +50,10 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
-    cmd = command(args.nproc, args.accelerate_config, rest, torch.cuda.is_available())
+    cuda = torch.cuda.is_available()
+    cmd = command(args.nproc, args.accelerate_config, rest, cuda)
+    if not cuda:
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")  # DeepSpeed would look for a GPU
     print("launch:", " ".join(cmd), flush=True)
     os.execvp(cmd[0], cmd)
 

