@@ -35,6 +35,7 @@ def test_default_config_validates_and_fills_defaults():
         (lambda c: c["train"].update(per_device_batch_size=6), "train.per_device_batch_size"),
         (lambda c: c["rollout"].update(tensor_parallel_size=2), "rollout.tensor_parallel_size = 2 applies only"),
         (lambda c: c["rollout"].update(vllm_lora=True), "rollout.vllm_lora = true applies only to rollout.backend"),
+        (lambda c: c["rollout"].update(vllm_cpu_kv_cache_gib=4), "rollout.vllm_cpu_kv_cache_gib = 4 applies only"),
         (
             lambda c: (c["rollout"].update(backend="vllm", vllm_lora=True), c["train"]["lora"].update(enabled=False)),
             "rollout.vllm_lora = true, but train.lora.enabled = false",

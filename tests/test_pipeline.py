@@ -213,3 +213,26 @@ def test_same_config_and_seed_give_identical_artifacts(pipeline, tmp_path):
             with duckdb.connect(str(root / "buffer" / "round_2.duckdb"), read_only=True) as con:
                 frames.append(con.execute(f"SELECT * FROM {table} ORDER BY ALL").df())
         pd.testing.assert_frame_equal(*frames)
+
+
+def _strict_json(path):
+    """JSON as JavaScript's JSON.parse reads it: NaN and Infinity are not JSON."""
+
+    def refuse(constant):
+        raise ValueError(f"{path}: {constant} is not JSON")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def test_listwise_runs_every_stage_and_writes_strict_json(tmp_path):
+    cfg = tiny_config(run="listwise", data={"source": "sample", "tickers": ["AAPL", "MSFT", "KO", "JPM", "XOM"]})
+    cfg["states"] = {**cfg["states"], "formats": ["listwise"], "list_size": 4}
+    write_config(tmp_path / "config.yaml", cfg)
+    snakemake(tmp_path)
+    res = tmp_path / "results" / "listwise"
+    summary = _strict_json(res / "metrics.json")
+    assert [r["round"] for r in summary["rounds"]] == [0, 1]
+    preds = pd.read_parquet(res / "eval" / "round_1" / "predictions.parquet")
+    assert (preds.format == "listwise").all() and (preds.tickers.map(len) == 4).all()
+    for r in (0, 1):
+        _strict_json(res / "eval" / f"round_{r}" / "metrics.json")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -77,6 +78,18 @@ def write_parquet(df: pd.DataFrame | pa.Table, path: str | Path) -> None:
         pq.write_table(table, tmp)
 
 
+def _finite(obj):
+    """NaN and infinities as null: json.dumps writes NaN, which is not JSON (JSON.parse refuses it)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def write_json(obj, path: str | Path) -> None:
+    text = json.dumps(_finite(obj), indent=2, sort_keys=True, default=str, allow_nan=False)
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+        tmp.write_text(text + "\n")

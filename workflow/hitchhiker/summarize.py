@@ -68,8 +68,10 @@ def baseline_rewards(states: pd.DataFrame, outcomes: pd.DataFrame, env, reward_c
 
 
 def _interval_plot(ax, xs, stats, color, label):
-    ax.plot(xs, [s["mean"] for s in stats], "o-", color=color, label=label)
-    ax.fill_between(xs, [s["ci95"][0] for s in stats], [s["ci95"][1] for s in stats], color=color, alpha=0.2)
+    # metrics.json writes an undefined figure (no valid answer to take it from) as null
+    mean, lo, hi = np.array([[s["mean"], *s["ci95"]] for s in stats], dtype=float).T
+    ax.plot(xs, mean, "o-", color=color, label=label)
+    ax.fill_between(xs, lo, hi, color=color, alpha=0.2)
 
 
 def plot_learning_curve(rounds: list[dict], path) -> None:
