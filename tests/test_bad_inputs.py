@@ -76,7 +76,19 @@ CASES = {
     "empty price file": file_case("", "is empty"),
     "missing date column": file_case("day,ticker,close\n2016-01-04,AAPL,1\n", "no 'date' column"),
     "bad dates": file_case("date,ticker,close\nyesterday,AAPL,1\n", "unreadable date"),
-    "only one ticker in the file": file_case("date,ticker,close\n2016-01-04,AAPL,100\n", "MSFT not in the file source"),
+    "only one ticker in the file": file_case(
+        "date,ticker,close\n2016-01-04,AAPL,100\n", "MSFT not in the file source (it has AAPL)"
+    ),
+    "semicolon-separated file": file_case(
+        "date;AAPL;MSFT\n2016-01-04;1;2\n", "no 'date' column (columns: date;AAPL;MSFT); is it separated by ';'?"
+    ),
+    "relative path that is not there": cfg_case(
+        lambda c: c["data"].update(source="file", path="nowhere/p.csv"),
+        "price file nowhere/p.csv does not exist (relative to the working directory",
+    ),
+    "index symbol with a regular-expression message": cfg_case(
+        lambda c: c["data"].update(tickers=["AAPL", "GS PC"]), "not a ticker symbol (up to 16 letters"
+    ),
     "all prices missing": file_case("date,ticker,close\n2016-01-04,AAPL,\n2016-01-04,MSFT,\n", "no prices for"),
     "non-positive price": file_case(GOOD_ROWS + "2016-01-05,AAPL,0\n", "non-positive close"),
     "duplicate rows that disagree": file_case(

@@ -160,7 +160,8 @@ def test_price_and_volume_features_render_and_pass_the_audit():
     shown = market.shown(p)
     assert set(shown) == {"returns", "prices", "volume"}
     assert all(v[-1] == 100.0 for v in shown["prices"].values())  # today's close is 100%
-    assert all(abs(v.mean() - 100) < 0.05 for v in shown["volume"].values())
+    assert all(abs(v.mean() - 100) < 0.05 for v in shown["volume"].values())  # percents, and the header says so
+    assert "percent of its average" in market.SECTIONS["volume"]
     get("market").audit(prices, states, outcomes, cfg)
     with pytest.raises(HitchhikerError, match="no volume column"):
         get("market").make_states(_prices(), cfg, _fits)

@@ -173,3 +173,15 @@ def test_yfinance_source_retries_with_backoff_and_caches_per_ticker(tmp_path, mo
     with pytest.raises(HitchhikerError, match="yfinance download of KO failed after 3 tries: no prices"):
         fetch_prices._yfinance(["KO"], start, end, tmp_path)
     assert sleeps[-2:] == [2.0, 4.0]
+
+
+def test_a_sorted_wide_file_is_not_reported_as_sorted(tmp_path):
+    wide = tmp_path / "wide.csv"
+    wide.write_text("date,MSFT,AAPL\n2016-01-04,50,100\n2016-01-05,51,101\n2016-01-06,52,102\n")
+    prices = fetch_prices.read_file(wide)
+    assert list(prices.ticker) == ["AAPL", "MSFT"] * 3
+    _, notes = _clean(prices)
+    assert not any("sorted" in n for n in notes)
+    wide.write_text("date,MSFT,AAPL\n2016-01-05,51,101\n2016-01-04,50,100\n2016-01-06,52,102\n")  # out of order
+    _, notes = _clean(fetch_prices.read_file(wide))
+    assert any("sorted" in n for n in notes)

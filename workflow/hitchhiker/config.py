@@ -55,6 +55,8 @@ def _describe(err: jsonschema.ValidationError) -> str:
         return f"unknown config key {keys} (known here: {', '.join(known)})"
     if err.validator == "required":
         return f"{where or 'config'}: {err.message}"
+    if err.validator == "pattern" and "x-form" in err.schema:  # a sentence instead of the regular expression
+        return f"config key {where} = {json.dumps(err.instance)}: not {err.schema['x-form']}"
     value = json.dumps(err.instance, default=str)
     if len(value) > 60:
         value = value[:57] + "..."

@@ -39,9 +39,12 @@ def _tidy(wide_or_long: pd.DataFrame, origin: str) -> pd.DataFrame:
     df = wide_or_long
     cols = {c.lower(): c for c in df.columns}
     if "date" not in cols:
-        raise cli.HitchhikerError(f"{origin}: no 'date' column (columns: {', '.join(map(str, df.columns))})")
+        hint = next((f"; is it separated by {sep!r}? save it with commas" for sep in ";\t|" if
+                     any(sep in str(c) for c in df.columns)), "")  # fmt: skip
+        raise cli.HitchhikerError(f"{origin}: no 'date' column (columns: {', '.join(map(str, df.columns))}){hint}")
     df = df.rename(columns={cols["date"]: "date"})
-    if "ticker" in cols and "close" in cols:
+    wide = not ("ticker" in cols and "close" in cols)
+    if not wide:
         df = df.rename(columns={cols["ticker"]: "ticker", cols["close"]: "close"})
         if "volume" in cols:
             df = df.rename(columns={cols["volume"]: "volume"})
@@ -57,13 +60,18 @@ def _tidy(wide_or_long: pd.DataFrame, origin: str) -> pd.DataFrame:
     df["date"] = dates.dt.tz_localize(None).dt.normalize()
     df["close"] = pd.to_numeric(df["close"], errors="coerce")
     df["ticker"] = df["ticker"].astype(str)
+    if wide and df.groupby("ticker", sort=False)["date"].is_monotonic_increasing.all():
+        # melting a wide table lays its rows out ticker by ticker: back to (date, ticker) order,
+        # unless the file's own dates were out of order (then data.faults.unsorted decides)
+        df = df.sort_values(["date", "ticker"], kind="stable")
     return df[["date", "ticker", "close", *(["volume"] if "volume" in df else [])]]
 
 
 def read_file(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
-        raise cli.HitchhikerError(f"price file {path} does not exist")
+        where = "" if path.is_absolute() else f" (relative to the working directory {Path.cwd()})"
+        raise cli.HitchhikerError(f"price file {path} does not exist{where}")
     if path.stat().st_size == 0:
         raise cli.HitchhikerError(f"price file {path} is empty")
     try:
@@ -252,7 +260,11 @@ def fetch(cfg: dict) -> tuple[pd.DataFrame, list[str]]:
         prices = _yfinance(data["tickers"], start, end, Path(data["cache_dir"]))
     missing = sorted(set(data["tickers"]) - set(prices["ticker"]))
     if missing:
-        raise cli.HitchhikerError(f"config key data.tickers: {', '.join(missing)} not in the {data['source']} source")
+        have = sorted(prices["ticker"].unique())
+        listed = ", ".join(have[:20]) + (f" and {len(have) - 20} more" if len(have) > 20 else "")
+        raise cli.HitchhikerError(
+            f"config key data.tickers: {', '.join(missing)} not in the {data['source']} source (it has {listed})"
+        )
     prices = prices[prices["ticker"].isin(data["tickers"])]
     prices = prices[(prices["date"] >= pd.Timestamp(start)) & (prices["date"] <= pd.Timestamp(end))]
     empty = sorted(set(data["tickers"]) - set(prices.dropna(subset=["close"])["ticker"]))

@@ -8,7 +8,7 @@ trading days ending at T, the prompt shows one section per states.features entry
 
   returns  each ticker's daily returns in percent (the return into each shown day)
   prices   each ticker's closes as a percent of its close on T
-  volume   each ticker's volume as a multiple of its mean over the shown days
+  volume   each ticker's volume as a percent of its mean over the shown days
 
 then, with data.news, the latest states.news_items headlines of its tickers dated between
 the first shown day and T. When the chat-templated prompt is longer than
@@ -43,7 +43,7 @@ from hitchhiker.environments import answers
 SECTIONS = {
     "returns": "Daily returns in percent, oldest first, up to today's close.",
     "prices": "Closes as a percent of today's close, oldest first.",
-    "volume": "Volume as a multiple of its average over these days, oldest first.",
+    "volume": "Volume as a percent of its average over these days, oldest first.",
 }
 NEWS = "Headlines, oldest first:"
 QUESTION = {
