@@ -1,11 +1,15 @@
 # hitchhiker: fetch_prices -> build_states -> rollout(r) -> score(r) -> grpo_train(r) -> evaluate(r)
 # Run: snakemake --cores 2   (see README.md; config.yaml is the default run)
+from pathlib import Path
+
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
-configfile: "config.yaml"
+# The default run's config.yaml, from the working directory if it has one, else from this
+# checkout (snakemake -s path/to/Snakefile elsewhere); --configfile overlays it.
+configfile: "config.yaml" if Path("config.yaml").is_file() else f"{workflow.basedir}/config.yaml"
 
 
 include: "workflow/rules/common.smk"

@@ -40,10 +40,12 @@ def test_the_rule_launches_with_the_chosen_config_file_and_the_gpu_count(tmp_pat
     [
         (True, 4, "z2.yaml", ["accelerate", "launch", "--num_processes", "4", "--config_file", "z2.yaml"]),
         (True, 1, None, ["accelerate", "launch", "--num_processes", "1", "--num_machines", "1"]),
-        (False, 2, "z2.yaml", ["torchrun", "--standalone", "--nproc_per_node", "2"]),  # gloo workers
+        (False, 2, None, ["torchrun", "--standalone", "--nproc_per_node", "2"]),  # gloo workers
+        # DeepSpeed's own CPU accelerator, in fp32 (tests/test_deepspeed.py runs it)
+        (False, 2, "z2.yaml", ["accelerate", "launch", "--num_processes", "2", "--config_file", "z2.yaml"]),
         (False, 1, None, [sys.executable]),
     ],
 )
-def test_launch_picks_accelerate_on_gpus_and_torchrun_on_cpu(cuda, nproc, config_file, head):
+def test_launch_picks_accelerate_on_gpus_or_with_a_config_and_torchrun_on_cpu(cuda, nproc, config_file, head):
     cmd = launch.command(nproc, config_file, ["--round", "1"], cuda)
     assert cmd[: len(head)] == head and cmd[-4:] == ["-m", "hitchhiker.grpo_train", "--round", "1"]

@@ -236,3 +236,11 @@ def test_listwise_runs_every_stage_and_writes_strict_json(tmp_path):
     assert (preds.format == "listwise").all() and (preds.tickers.map(len) == 4).all()
     for r in (0, 1):
         _strict_json(res / "eval" / f"round_{r}" / "metrics.json")
+
+
+def test_from_another_directory_the_default_config_is_the_checkouts_and_the_run_says_where_it_writes(tmp_path):
+    proc = run("snakemake", "-s", ROOT / "Snakefile", "-n", cwd=tmp_path)
+    assert f"hitchhiker: config {ROOT / 'config.yaml'}; results in {tmp_path / 'results' / 'default'}" in proc.stderr
+    overlay = write_config(tmp_path / "more.yaml", {"rounds": 1})  # --configfile overlays it, and is named too
+    proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", overlay, "-n", cwd=tmp_path)
+    assert f"config {ROOT / 'config.yaml'} + {overlay};" in proc.stderr and "grpo_train_round_2" not in proc.stdout

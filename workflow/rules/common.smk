@@ -1,5 +1,6 @@
 import shlex
 import sys
+from pathlib import Path
 
 from snakemake.utils import validate
 
@@ -29,6 +30,14 @@ shell.prefix(
 )
 
 RESULTS = f"results/{config['run']}"
+# which files made the config (the default run's, then each --configfile over it), and where
+# the results go: both depend on the working directory
+_overlays = list(workflow.overwrite_configfiles)
+_files = [f for f in workflow.configfiles if f not in _overlays] + _overlays
+print(
+    f"hitchhiker: config {' + '.join(map(str, _files))}; results in {Path(RESULTS).resolve()}",
+    file=sys.stderr,
+)
 ROUNDS = list(range(1, config["rounds"] + 1))
 
 
