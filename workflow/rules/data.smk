@@ -27,7 +27,7 @@ rule fetch_prices:
 
 rule base_model:
     input:
-        code=code("base_model", "policy"),
+        code=code("base_model", "bundled_model", "policy"),
     output:
         directory(policy(0)),
     log:
