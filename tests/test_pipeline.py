@@ -244,3 +244,12 @@ def test_from_another_directory_the_default_config_is_the_checkouts_and_the_run_
     overlay = write_config(tmp_path / "more.yaml", {"rounds": 1})  # --configfile overlays it, and is named too
     proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", overlay, "-n", cwd=tmp_path)
     assert f"config {ROOT / 'config.yaml'} + {overlay};" in proc.stderr and "grpo_train_round_2" not in proc.stdout
+
+
+def test_nested_overrides_work_as_a_configfile_and_say_so_as_config(tmp_path):
+    nested = write_config(tmp_path / "horizon.yaml", {"states": {"horizon": 2}})
+    proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", nested, "-n", "-p", cwd=tmp_path)
+    assert '"horizon": 2, "list_size": 4' in proc.stdout and '"per_date": 2' in proc.stdout  # merged, not replaced
+    nested_text = ["--config", "states={horizon: 2}"]
+    proc = run("snakemake", "-s", ROOT / "Snakefile", *nested_text, "-n", cwd=tmp_path, check=False)
+    assert proc.returncode != 0 and "pass it with --configfile" in proc.stderr

@@ -57,6 +57,11 @@ def _describe(err: jsonschema.ValidationError) -> str:
         return f"{where or 'config'}: {err.message}"
     if err.validator == "pattern" and "x-form" in err.schema:  # a sentence instead of the regular expression
         return f"config key {where} = {json.dumps(err.instance)}: not {err.schema['x-form']}"
+    if err.validator == "type" and isinstance(err.instance, str) and "." in where:
+        return (
+            f"config key {where} = {json.dumps(err.instance)}: {err.message}; snakemake --config reads a nested "
+            f"value as text: put nested keys in a YAML file and pass it with --configfile (README: Rerun one stage)"
+        )
     value = json.dumps(err.instance, default=str)
     if len(value) > 60:
         value = value[:57] + "..."
