@@ -38,15 +38,13 @@ def main(argv: list[str] | None = None) -> None:
     with artifacts.atomic_path(args.out, is_dir=True) as out:
         if name == "tiny":
             policy.build_tiny(out, cfg["model"], cfg["data"]["tickers"], cfg["seed"])
-            policy.write_spec(out, "model", 0)
         elif bundled is not None:
             bundled_model.link_tree(bundled, out / "model")
-            policy.write_spec(out, "model", 0)
         elif name.endswith(".gguf"):
             bundled_model.convert_gguf(local, out / "model")
-            policy.write_spec(out, "model", 0)
-        else:
-            policy.write_spec(out, str(local.resolve()) if local.is_dir() else name, 0)
+        # round_0/model when written above, else a pointer to the directory or hub id
+        ref = "model" if (out / "model").is_dir() else str(local.resolve()) if local.is_dir() else name
+        policy.write_spec(out, ref, 0)
         policy.load_tokenizer(out, cfg["model"])
     print(f"base_model: {name} -> {args.out}")
 

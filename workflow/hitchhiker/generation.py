@@ -205,24 +205,6 @@ def vllm_generate(
             "config key rollout.backend = vllm but vllm is not installed: pip install -e '.[vllm]' "
             "(on a machine without a GPU: envs/install-cpu-engines)"
         ) from None
-    gpus = visible_gpus()
-    if not gpus and tensor_parallel_size == 1:  # the CPU: one engine, in this process
-        return _vllm_engine(
-            None, 0, prompt_ids, temperatures, model_ref=model_ref, n=n, max_new_tokens=max_new_tokens,
-            seed=seed, trust_remote_code=trust_remote_code, dtype=dtype, cpu_kv_cache_gib=cpu_kv_cache_gib,
-            adapter=adapter,
-        )  # fmt: skip
-    engines = len(gpus) // tensor_parallel_size
-    if engines == 0:
-        raise HitchhikerError(
-            f"config key rollout.tensor_parallel_size = {tensor_parallel_size} but this job sees {len(gpus)} GPU(s)"
-        )
-    bounds = np.linspace(0, len(prompt_ids), engines + 1).round().astype(int)
-    tp = tensor_parallel_size
-    shards = [
-        (gpus[e * tp : (e + 1) * tp], int(lo), prompt_ids[lo:hi], temperatures[lo:hi])
-        for e, (lo, hi) in enumerate(itertools.pairwise(bounds))
-    ]
     engine = functools.partial(
         _vllm_engine,
         model_ref=model_ref,
@@ -234,6 +216,20 @@ def vllm_generate(
         cpu_kv_cache_gib=cpu_kv_cache_gib,
         adapter=adapter,
     )
+    gpus = visible_gpus()
+    if not gpus and tensor_parallel_size == 1:  # the CPU: one engine, in this process
+        return engine(None, 0, prompt_ids, temperatures)
+    engines = len(gpus) // tensor_parallel_size
+    if engines == 0:
+        raise HitchhikerError(
+            f"config key rollout.tensor_parallel_size = {tensor_parallel_size} but this job sees {len(gpus)} GPU(s)"
+        )
+    bounds = np.linspace(0, len(prompt_ids), engines + 1).round().astype(int)
+    tp = tensor_parallel_size
+    shards = [
+        (gpus[e * tp : (e + 1) * tp], int(lo), prompt_ids[lo:hi], temperatures[lo:hi])
+        for e, (lo, hi) in enumerate(itertools.pairwise(bounds))
+    ]
     if engines == 1:
         return engine(*shards[0])
     # a fresh interpreter per engine (spawn, one task per process): each must set its GPUs
