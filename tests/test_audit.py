@@ -39,7 +39,7 @@ def test_clean_states_pass(base_run, tmp_path):
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
     assert report["states_checked"] == len(pd.read_parquet(base_run / "states.parquet"))
-    assert report["train_to_test"]["embargo_trading_days"] >= 5
+    assert report["train_to_test"]["embargo_periods"] >= 5
 
 
 def test_a_prompt_showing_the_next_days_return_fails_naming_the_state(base_run, tmp_path):

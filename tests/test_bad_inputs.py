@@ -101,6 +101,14 @@ CASES = {
         lambda c: c["data"].update(source="file", path="/nonexistent/p.csv"), "/nonexistent/p.csv does not exist"
     ),
     "corrupt parquet": file_case(b"PAR1 not really", "cannot read", suffix=".parquet"),
+    "one ticker's OHLCV file": file_case(  # its columns are not tickers
+        "Date,Open,High,Low,Close,Volume\n2016-01-04,1,1,1,1,9\n",
+        "holds one ticker's prices (columns Date, Open, High, Low, Close, Volume): name its ticker",
+        tickers=("Close", "Volume"),
+    ),
+    "long table without a price column": file_case(
+        "date,symbol,value\n2016-01-04,AAPL,1\n", "a 'symbol' column but no price column"
+    ),
     # model
     "model path missing": cfg_case(
         lambda c: c["model"].update(name_or_path="/nonexistent/model"),

@@ -156,7 +156,7 @@ def test_price_and_volume_features_render_and_pass_the_audit():
     prices = _volume_prices()
     states, outcomes = get("market").make_states(prices, cfg, _fits)
     p = states.prompt.iloc[0]
-    assert market.SECTIONS["prices"] in p and market.SECTIONS["volume"] in p
+    assert market.headers("daily")["prices"] in p and market.headers("daily")["volume"] in p
     shown = market.shown(p)
     assert set(shown) == {"returns", "prices", "volume"}
     assert all(v[-1] == 100.0 for v in shown["prices"].values())  # today's close is 100%
@@ -195,8 +195,8 @@ def test_validation_split_sits_between_train_and_test_with_embargoes():
     states, outcomes = get("market").make_states(prices, cfg, _fits)
     assert set(states.split) == {"train", "validation", "test"}
     report = get("market").audit(prices, states, outcomes, cfg)
-    assert report["train_to_validation"]["embargo_trading_days"] >= cfg["states"]["horizon"]
-    assert report["validation_to_test"]["embargo_trading_days"] >= cfg["states"]["horizon"]
+    assert report["train_to_validation"]["embargo_periods"] >= cfg["states"]["horizon"]
+    assert report["validation_to_test"]["embargo_periods"] >= cfg["states"]["horizon"]
     out = outcomes.set_index("state_id").outcome_date
     for earlier, later in (("train", "validation"), ("validation", "test")):
         assert out[states[states.split == earlier].state_id].max() <= states[states.split == later].date.min()

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from conftest import stage, tiny_config, write_config
-from hitchhiker import fetch_prices
+from hitchhiker import fetch_prices, frequency
 from hitchhiker.cli import HitchhikerError
 
 DAYS = pd.bdate_range("2016-01-04", periods=8)
@@ -178,10 +178,105 @@ def test_yfinance_source_retries_with_backoff_and_caches_per_ticker(tmp_path, mo
 def test_a_sorted_wide_file_is_not_reported_as_sorted(tmp_path):
     wide = tmp_path / "wide.csv"
     wide.write_text("date,MSFT,AAPL\n2016-01-04,50,100\n2016-01-05,51,101\n2016-01-06,52,102\n")
-    prices = fetch_prices.read_file(wide)
+    prices = fetch_prices.read_file(wide)[0]
     assert list(prices.ticker) == ["AAPL", "MSFT"] * 3
     _, notes = _clean(prices)
     assert not any("sorted" in n for n in notes)
     wide.write_text("date,MSFT,AAPL\n2016-01-05,51,101\n2016-01-04,50,100\n2016-01-06,52,102\n")  # out of order
-    _, notes = _clean(fetch_prices.read_file(wide))
+    _, notes = _clean(fetch_prices.read_file(wide)[0])
     assert any("sorted" in n for n in notes)
+
+
+def _ohlcv(close, adj):
+    """One ticker's OHLCV download (yfinance's flat columns, as older versions save them)."""
+    return pd.DataFrame({"Date": DAYS.strftime("%Y-%m-%d"), "Open": close, "High": close, "Low": close,
+                         "Close": close, "Adj Close": adj, "Volume": 1000.0})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [
+        ["date", "ticker", "close"],
+        ["Date", "Symbol", "Price"],
+        ["DATE", "symbol", "Adj_Close"],
+        ["timestamp", "Ticker", "adjusted close"],
+    ],
+)
+def test_long_tables_are_read_under_the_common_spellings(tmp_path, columns):
+    _table().set_axis(columns, axis=1).to_csv(tmp_path / "p.csv", index=False)
+    prices, how = fetch_prices.read_file(tmp_path / "p.csv")
+    pd.testing.assert_frame_equal(prices, _table())
+    assert f"long table (date {columns[0]!r}, ticker {columns[1]!r}, close {columns[2]!r})" in how
+
+
+def test_a_long_table_with_close_and_adj_close_uses_the_adjusted_one(tmp_path):
+    df = _table().rename(columns={"close": "Adj Close"}).assign(Close=lambda d: d["Adj Close"] * 2)
+    df.to_csv(tmp_path / "p.csv", index=False)
+    prices, how = fetch_prices.read_file(tmp_path / "p.csv")
+    assert prices.close.tolist() == _table().close.tolist()
+    assert how.endswith("close 'Adj Close', not 'Close')")
+
+
+def test_one_ticker_ohlcv_files_take_their_ticker_from_the_config(tmp_path):
+    close = np.arange(8) + 100.0
+    _ohlcv(close, close / 2).to_csv(tmp_path / "aapl.csv", index=False)
+    _ohlcv(close + 50, (close + 50) / 2).to_parquet(tmp_path / "msft.parquet")
+    with pytest.raises(
+        HitchhikerError,
+        match=r"holds one ticker's prices \(columns Date, Open, High, Low, Close, "
+        r"Adj Close, Volume\): name its ticker in the config, data.path: \{TICKER: ",
+    ):
+        fetch_prices.read_file(tmp_path / "aapl.csv")  # never as a wide table of tickers Open, ..., Volume
+    cfg = {"path": {"AAPL": str(tmp_path / "aapl.csv"), "MSFT": str(tmp_path / "msft.parquet")}}
+    prices, how = fetch_prices.read_source(cfg)
+    assert prices[prices.ticker == "AAPL"].close.tolist() == (close / 2).tolist()  # the adjusted close
+    assert prices.volume.eq(1000.0).all() and set(prices.ticker) == {"AAPL", "MSFT"}
+    assert how[0].endswith("aapl.csv: one ticker, AAPL (date 'Date', close 'Adj Close', not 'Close')")
+
+
+def test_a_yfinance_csv_with_its_two_row_header_is_read(tmp_path):
+    frame = _yf_frame(["AAPL", "MSFT"], adjusted=False)  # (field, ticker) columns as yfinance returns them
+    frame.columns = frame.columns.set_names(["Price", "Ticker"])
+    frame.to_csv(tmp_path / "yf.csv")
+    assert (tmp_path / "yf.csv").read_text().startswith("Price,")
+    prices, how = fetch_prices.read_file(tmp_path / "yf.csv")
+    assert how.endswith("a yfinance download of AAPL, MSFT") and set(prices.ticker) == {"AAPL", "MSFT"}
+    expect = fetch_prices.normalise_yfinance(frame, "AAPL").close.tolist()
+    assert prices[prices.ticker == "AAPL"].close.tolist() == pytest.approx(expect)
+
+
+def test_the_fetch_log_says_how_the_file_was_read_and_lists_the_tickers_found(tmp_path):
+    _table().rename(columns={"ticker": "symbol"}).to_csv(tmp_path / "p.csv", index=False)
+    cfg = tiny_config(data={"source": "file", "path": str(tmp_path / "p.csv"), "tickers": ["AAPL", "MSFT"]})
+    cfg["states"].update(window=2, horizon=1, train={"start": "2016-01-04", "end": "2016-01-06"},
+                         test={"start": "2016-01-11", "end": "2016-01-13"})  # fmt: skip
+    out = tmp_path / "prices.parquet"
+    proc = stage("fetch_prices", "--config", write_config(tmp_path / "c.yaml", cfg), "--out", out)
+    assert "long table (date 'date', ticker 'symbol', close 'close')" in proc.stdout
+    cfg["data"]["tickers"] = ["AAPL", "NVDA"]
+    proc = stage("fetch_prices", "--config", write_config(tmp_path / "c.yaml", cfg), "--out", out, check=False)
+    assert proc.stderr.strip().endswith("NVDA not in the file source (it has AAPL, MSFT)")
+
+
+@pytest.mark.parametrize(
+    "dates, freq",
+    [
+        (pd.bdate_range("2016-01-04", periods=30), "daily"),
+        (pd.date_range("2016-01-01", periods=30, freq="W-FRI"), "weekly"),
+        (pd.date_range("2016-01-01", periods=30, freq="ME"), "monthly"),
+        (pd.date_range("2016-01-01", periods=30, freq="QE"), "quarterly"),
+        (pd.date_range("2016-01-01", periods=30, freq="YE"), "annual"),
+    ],
+)
+def test_the_frequency_is_read_from_the_dates_and_words_the_horizon(dates, freq):
+    assert frequency.detect(dates.repeat(3)) == freq  # one row per ticker and date
+    assert frequency.of_outcomes(dates[:-2], dates[2:], 2) == freq  # outcomes two rows on
+    assert frequency.periods(freq, 1) in {"1 trading day", "1 week", "1 month", "1 quarter", "1 year"}
+    frequency.check_horizon(freq, frequency.per_year(freq))
+    with pytest.raises(HitchhikerError, match="more than a year"):
+        frequency.check_horizon(freq, frequency.per_year(freq) + 1)
+
+
+def test_dates_of_no_known_frequency_are_refused():
+    with pytest.raises(HitchhikerError, match="14 calendar days apart \\(the median\\): not daily, weekly"):
+        frequency.detect(pd.date_range("2016-01-01", periods=10, freq="14D"))

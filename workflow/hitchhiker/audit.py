@@ -13,7 +13,7 @@ Usage:
 
 from __future__ import annotations
 
-from hitchhiker import artifacts, cli, config, environments
+from hitchhiker import artifacts, cli, config, environments, frequency
 
 SECTIONS = ["run", "seed", "environment", "data", "states"]
 
@@ -35,8 +35,9 @@ def main(argv: list[str] | None = None) -> None:
         cfg,
     )
     artifacts.write_json(report, args.out)
-    gaps = ", ".join(f"{k} {v['embargo_trading_days']}" for k, v in report.items() if "_to_" in k)
-    print(f"audit: {report['states_checked']} states clean; trading days between splits: {gaps} -> {args.out}")
+    unit = frequency.periods(report["frequency"], 2)[2:]
+    gaps = ", ".join(f"{k} {v['embargo_periods']}" for k, v in report.items() if "_to_" in k)
+    print(f"audit: {report['states_checked']} states clean; {unit} between splits: {gaps} -> {args.out}")
 
 
 if __name__ == "__main__":

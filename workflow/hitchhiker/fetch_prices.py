@@ -29,45 +29,104 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hitchhiker import artifacts, cli, config
+from hitchhiker import artifacts, cli, config, environments, frequency
 
 SECTIONS = ["run", "data", "states"]
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sp500_dataset.csv.gz"
 
 
-def _tidy(wide_or_long: pd.DataFrame, origin: str) -> pd.DataFrame:
-    df = wide_or_long
-    cols = {c.lower(): c for c in df.columns}
-    if "date" not in cols:
+DATE_NAMES = ("date", "datetime", "timestamp")
+TICKER_NAMES = ("ticker", "symbol")
+# the price column, best first: the README promises adjusted closes, so an adjusted close wins
+PRICE_NAMES = ("adj close", "adjclose", "adjusted close", "close", "price")
+FIELD_NAMES = {"open", "high", "low", "volume", *PRICE_NAMES}  # an OHLCV table's columns
+
+
+def _key(name) -> str:
+    """A column name as matched: any case, spaces or underscores ("Adj_Close" is "adj close")."""
+    return " ".join(str(name).strip().lower().replace("_", " ").split())
+
+
+def _tidy(raw: pd.DataFrame, origin: str, ticker: str | None = None) -> tuple[pd.DataFrame, str]:
+    """(date, ticker, close[, volume]) from a long, wide or one-ticker table, and one line
+    saying which shape and which columns were read.
+
+    long: date, ticker (or symbol) and price columns, one row per (date, ticker).
+    one ticker: date and price columns, such as an OHLCV download; its ticker is ``ticker``
+    (data.path: {TICKER: file}). A yfinance CSV with its two-row (field, ticker) header
+    names its own tickers. wide: a date column and one column per ticker.
+    """
+    df = raw
+    if isinstance(df.columns, pd.MultiIndex):  # yfinance's (Price, Ticker) header, saved by to_csv
+        names = list(dict.fromkeys(df.columns.get_level_values(1)))
+        frames = [normalise_yfinance(df, t).assign(date=lambda f: f["date"].astype(str)) for t in names]
+        return _tidy(pd.concat(frames), origin)[0], f"{origin}: a yfinance download of {', '.join(names)}"
+    if _key(df.index.name) in DATE_NAMES:  # a Parquet saved with its dates as the index
+        df = df.reset_index()
+    cols: dict[str, str] = {}
+    for c in df.columns:
+        cols.setdefault(_key(c), c)
+    date_col = next((cols[n] for n in DATE_NAMES if n in cols), None)
+    if date_col is None:
         hint = next((f"; is it separated by {sep!r}? save it with commas" for sep in ";\t|" if
                      any(sep in str(c) for c in df.columns)), "")  # fmt: skip
         raise cli.HitchhikerError(f"{origin}: no 'date' column (columns: {', '.join(map(str, df.columns))}){hint}")
-    df = df.rename(columns={cols["date"]: "date"})
-    wide = not ("ticker" in cols and "close" in cols)
-    if not wide:
-        df = df.rename(columns={cols["ticker"]: "ticker", cols["close"]: "close"})
-        if "volume" in cols:
-            df = df.rename(columns={cols["volume"]: "volume"})
+    ticker_col = next((cols[n] for n in TICKER_NAMES if n in cols), None)
+    price_col = next((cols[n] for n in PRICE_NAMES if n in cols), None)
+    volume_col = cols.get("volume")
+    others = [repr(c) for n, c in cols.items() if n in PRICE_NAMES and c != price_col]
+    unused = f", not {' or '.join(others)}" if others else ""
+    if ticker is not None or (ticker_col is None and price_col is not None):
+        if ticker is None:
+            raise cli.HitchhikerError(
+                f"{origin} holds one ticker's prices (columns {', '.join(map(str, df.columns))}): name its ticker "
+                f"in the config, data.path: {{TICKER: {origin.removeprefix('price file ')}}}"
+            )
+        if price_col is None:
+            raise cli.HitchhikerError(
+                f"{origin}: no price column (want one of Adj Close, Close, Price; columns: "
+                f"{', '.join(map(str, df.columns))})"
+            )
+        if ticker_col is not None and set(df[ticker_col].astype(str)) != {ticker}:
+            raise cli.HitchhikerError(
+                f"{origin}: given as the prices of {ticker}, but its {ticker_col!r} column holds "
+                f"{', '.join(sorted(set(df[ticker_col].astype(str)))[:5])}"
+            )
+        shape = f"one ticker, {ticker} (date {date_col!r}, close {price_col!r}{unused})"
+        ticker_values = ticker
+    elif ticker_col is not None:
+        if price_col is None:
+            raise cli.HitchhikerError(
+                f"{origin}: a {ticker_col!r} column but no price column (want one of Adj Close, Close, Price; "
+                f"columns: {', '.join(map(str, df.columns))})"
+            )
+        shape = f"long table (date {date_col!r}, ticker {ticker_col!r}, close {price_col!r}{unused})"
+        ticker_values = df[ticker_col].astype(str).to_numpy()
     else:
-        df = df.melt(id_vars="date", var_name="ticker", value_name="close")
-    dates = pd.to_datetime(df["date"], format="ISO8601", errors="coerce", utc=True)
+        shape = f"wide table (date {date_col!r}, {df.shape[1] - 1} ticker columns)"
+        df = df.rename(columns={date_col: "date"}).melt(id_vars="date", var_name="ticker", value_name="close")
+        date_col, price_col, volume_col, ticker_values = "date", "close", None, df["ticker"].astype(str).to_numpy()
+    out = pd.DataFrame({"date": df[date_col].to_numpy(), "ticker": ticker_values, "close": df[price_col].to_numpy()})
+    if volume_col is not None:
+        out["volume"] = pd.to_numeric(df[volume_col], errors="coerce").to_numpy()
+    dates = pd.to_datetime(out["date"], format="ISO8601", errors="coerce", utc=True)
     bad = dates.isna()
     if bad.any():
         row = int(bad.to_numpy().argmax())
         raise cli.HitchhikerError(
-            f"{origin}: unreadable date {df['date'].iloc[row]!r} in row {row + 1} (want YYYY-MM-DD)"
+            f"{origin}: unreadable date {out['date'].iloc[row]!r} in row {row + 1} (want YYYY-MM-DD)"
         )
-    df["date"] = dates.dt.tz_localize(None).dt.normalize()
-    df["close"] = pd.to_numeric(df["close"], errors="coerce")
-    df["ticker"] = df["ticker"].astype(str)
-    if wide and df.groupby("ticker", sort=False)["date"].is_monotonic_increasing.all():
+    out["date"] = dates.dt.tz_localize(None).dt.normalize()
+    out["close"] = pd.to_numeric(out["close"], errors="coerce")
+    if shape.startswith("wide") and out.groupby("ticker", sort=False)["date"].is_monotonic_increasing.all():
         # melting a wide table lays its rows out ticker by ticker: back to (date, ticker) order,
         # unless the file's own dates were out of order (then data.faults.unsorted decides)
-        df = df.sort_values(["date", "ticker"], kind="stable")
-    return df[["date", "ticker", "close", *(["volume"] if "volume" in df else [])]]
+        out = out.sort_values(["date", "ticker"], kind="stable", ignore_index=True)
+    return out, f"{origin}: {shape}"
 
 
-def read_file(path: str | Path) -> pd.DataFrame:
+def read_file(path: str | Path, ticker: str | None = None) -> tuple[pd.DataFrame, str]:
+    """The tidy table of one price file and the line saying how it was read (see _tidy)."""
     path = Path(path)
     if not path.is_file():
         where = "" if path.is_absolute() else f" (relative to the working directory {Path.cwd()})"
@@ -75,21 +134,25 @@ def read_file(path: str | Path) -> pd.DataFrame:
     if path.stat().st_size == 0:
         raise cli.HitchhikerError(f"price file {path} is empty")
     try:
-        raw = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+        if path.suffix == ".parquet":
+            raw = pd.read_parquet(path)
+        else:
+            with open(path, "rb") as f:
+                head = [f.readline().decode(errors="replace").lower() for _ in range(2)]
+            two_rows = head[0].startswith("price,") and head[1].startswith("ticker,")  # yfinance's to_csv
+            raw = pd.read_csv(path, header=[0, 1], index_col=0) if two_rows else pd.read_csv(path)
     except Exception as err:  # pandas raises many types for malformed files
         raise cli.HitchhikerError(f"price file {path}: cannot read ({str(err).splitlines()[0]})") from None
     if raw.empty:
         raise cli.HitchhikerError(f"price file {path} is empty")
-    return _tidy(raw, f"price file {path}")
+    return _tidy(raw, f"price file {path}", ticker)
 
 
-def available_tickers(data_cfg: dict) -> set[str] | None:
-    """Tickers a local source holds, read cheaply (header only for the sample); None if unknown."""
-    if data_cfg["source"] == "sample":
-        return set(pd.read_csv(SAMPLE, nrows=0).columns) - {"Date"}
-    if data_cfg["source"] == "file":
-        return set(read_file(data_cfg["path"])["ticker"].unique())
-    return None
+def read_source(data_cfg: dict) -> tuple[pd.DataFrame, list[str]]:
+    """The tidy table of data.path (one file, or {ticker: file}) and how each file was read."""
+    path = data_cfg["path"]
+    read = [read_file(f, t) for t, f in path.items()] if isinstance(path, dict) else [read_file(path)]
+    return pd.concat([df for df, _ in read], ignore_index=True), [how for _, how in read]
 
 
 YF_RETRIES, YF_BACKOFF_S = 3, 2.0
@@ -147,7 +210,7 @@ def _yfinance(tickers: list[str], start: dt.date, end: dt.date, cache_dir: Path)
                 raise cli.HitchhikerError(f"yfinance download of {ticker} failed after {YF_RETRIES} tries: {problem}")
             artifacts.write_parquet(normalise_yfinance(raw, ticker), cache)
         frames.append(pd.read_parquet(cache))
-    return _tidy(pd.concat(frames), "yfinance")
+    return _tidy(pd.concat(frames), "yfinance")[0]
 
 
 def clean(prices: pd.DataFrame, faults: dict, need: int) -> tuple[pd.DataFrame, list[str]]:
@@ -213,8 +276,13 @@ def clean(prices: pd.DataFrame, faults: dict, need: int) -> tuple[pd.DataFrame, 
             wide = wide.drop(columns=gone)
             notes.append(f"ragged history ({t} {what}): dropped {', '.join(gone)}")
         else:
+            lost = (first.max() - first.min()) + (last.max() - last.min())
             wide = wide.loc[first.max() : last.min()]
-            notes.append(f"ragged history ({t} {what}): trimmed to {first.max().date()} .. {last.min().date()}")
+            notes.append(
+                f"ragged history ({t} {what}): every ticker trimmed to {first.max().date()} .. {last.min().date()}, "
+                f"{lost.days / 365.25:.1f} years of the others' history unused (data.faults.ragged = drop keeps "
+                f"it and drops {', '.join(sorted(set(late.index) | set(early.index)))})"
+            )
     wide = wide.dropna(how="all")
     gaps = wide.isna()
     if gaps.to_numpy().any():
@@ -235,7 +303,7 @@ def clean(prices: pd.DataFrame, faults: dict, need: int) -> tuple[pd.DataFrame, 
                 t, gap_start = wide.columns[j], wide.index[row - limit]
                 raise cli.HitchhikerError(
                     f"missing closes for {t} from {gap_start.date()}: a gap longer than "
-                    f"data.faults.ffill_limit = {limit} trading days"
+                    f"data.faults.ffill_limit = {limit} dates"
                 )
             wide = wide.ffill()
             notes.append(f"{int(gaps.to_numpy().sum())} missing closes forward-filled, first {t} on {d.date()}")
@@ -249,15 +317,22 @@ def clean(prices: pd.DataFrame, faults: dict, need: int) -> tuple[pd.DataFrame, 
 
 def fetch(cfg: dict) -> tuple[pd.DataFrame, list[str]]:
     data, states = cfg["data"], cfg["states"]
-    pad = dt.timedelta(days=2 * (states["window"] + states["horizon"]) + 30)
-    start = config.date_at(cfg, "data", "start") or config.date_at(cfg, "states", "train", "start") - pad
-    end = config.date_at(cfg, "data", "end") or config.date_at(cfg, "states", "test", "end") + pad
+
+    def date_range(freq: str) -> tuple[dt.date, dt.date]:
+        # the splits' dates, padded by twice the window and horizon in calendar days (weekends)
+        per_period = 1 if freq == "daily" else 365.25 / frequency.FREQUENCIES[freq][3]
+        pad = dt.timedelta(days=2 * (states["window"] + states["horizon"]) * per_period + 30)
+        start = config.date_at(cfg, "data", "start") or config.date_at(cfg, "states", "train", "start") - pad
+        end = config.date_at(cfg, "data", "end") or config.date_at(cfg, "states", "test", "end") + pad
+        return start, end
+
+    read: list[str] = []
     if data["source"] == "sample":
-        prices = _tidy(pd.read_csv(SAMPLE), f"sample {SAMPLE.name}")
+        prices = _tidy(pd.read_csv(SAMPLE), f"sample {SAMPLE.name}")[0]
     elif data["source"] == "file":
-        prices = read_file(data["path"])
+        prices, read = read_source(data)
     else:
-        prices = _yfinance(data["tickers"], start, end, Path(data["cache_dir"]))
+        prices = _yfinance(data["tickers"], *date_range("daily"), Path(data["cache_dir"]))
     missing = sorted(set(data["tickers"]) - set(prices["ticker"]))
     if missing:
         have = sorted(prices["ticker"].unique())
@@ -266,12 +341,35 @@ def fetch(cfg: dict) -> tuple[pd.DataFrame, list[str]]:
             f"config key data.tickers: {', '.join(missing)} not in the {data['source']} source (it has {listed})"
         )
     prices = prices[prices["ticker"].isin(data["tickers"])]
+    start, end = date_range(frequency.detect(prices["date"]))
     prices = prices[(prices["date"] >= pd.Timestamp(start)) & (prices["date"] <= pd.Timestamp(end))]
     empty = sorted(set(data["tickers"]) - set(prices.dropna(subset=["close"])["ticker"]))
     if empty:
         raise cli.HitchhikerError(f"no prices for {', '.join(empty)} between {start} and {end}")
     need = max(config.set_size(f, states) for f in states["formats"])
-    return clean(prices.reset_index(drop=True), data["faults"], need)
+    prices, notes = clean(prices.reset_index(drop=True), data["faults"], need)
+    freq = frequency.detect(prices["date"])
+    frequency.check_horizon(freq, states["horizon"])
+    unit = frequency.periods(freq, 2)[2:]
+    return prices, [*read, *notes, f"{freq} prices: states.window, horizon, stride and embargo count {unit}"]
+
+
+def preflight(cfg: dict) -> None:
+    """Fetch and split the prices as the stages will, so that a ticker, fault, frequency,
+    window or date-range error stops the run in one line before any job starts (Snakefile).
+
+    A range error names the dates the prices cover once cleaned and why they were trimmed.
+    Skipped for yfinance, which would download. Takes about a second on the bundled sample.
+    """
+    if cfg["data"]["source"] == "yfinance":
+        return
+    prices, notes = fetch(cfg)
+    env = environments.get(cfg["environment"])
+    try:
+        env.split_indices(env.prices_for_states(prices, cfg).index, cfg["states"])
+    except cli.HitchhikerError as err:
+        trims = [n for n in notes if n.startswith("ragged history")]
+        raise cli.HitchhikerError("; ".join([str(err), *trims])) from None
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,9 +9,10 @@ The portfolio the decisions induce: on each decision date, capital is split equa
 that date's decisions and held for the horizon. When horizons overlap (stride < horizon),
 each date commits only stride / horizon of the capital, so exposure never exceeds 1; its
 per-date return is then (stride / horizon) x the mean reward of the date's decisions.
-Sharpe is annualised with 252 / stride periods a year; the maximum drawdown is the largest
-fall of the compounded equity curve from its running peak. Their intervals resample the
-per-date portfolio returns in the same blocks and recompute the statistic (for drawdown,
+Sharpe is annualised with per_year / stride periods a year (per_year is 252 for daily data,
+12 for monthly: frequency.py); the maximum drawdown is the largest fall of the compounded
+equity curve from its running peak. Their intervals resample the per-date portfolio
+returns in the same blocks and recompute the statistic (for drawdown,
 a path statistic, the interval describes paths like this one, not a sampling error).
 
 Rank IC: Spearman's correlation between what an answer prefers and what happened. For a
@@ -79,12 +80,12 @@ def portfolio_returns(rewards, dates, horizon: int, stride: int) -> pd.Series:
     return per_date.sort_index() * min(1.0, stride / horizon)
 
 
-def sharpe(returns, stride: int) -> float:
+def sharpe(returns, stride: int, per_year: int = 252) -> float:
     r = np.asarray(returns, dtype=float)
     # a constant series has no risk to scale by (its float std is ~1e-17, not 0)
     if len(r) < 2 or r.std(ddof=1) <= 1e-12 * max(1.0, abs(r.mean())):
         return math.nan
-    return float(r.mean() / r.std(ddof=1) * math.sqrt(252 / stride))
+    return float(r.mean() / r.std(ddof=1) * math.sqrt(per_year / stride))
 
 
 def max_drawdown(returns) -> float:
@@ -94,7 +95,7 @@ def max_drawdown(returns) -> float:
     return float(np.max(1.0 - equity / peak)) if len(equity) else math.nan
 
 
-def decision_stats(frame: pd.DataFrame, horizon: int, stride: int, seed: int = 0) -> dict:
+def decision_stats(frame: pd.DataFrame, horizon: int, stride: int, seed: int = 0, per_year: int = 252) -> dict:
     """Headline numbers of one policy's (or baseline's) decisions, each with a 95% interval.
 
     ``frame`` has one row per decision: date, reward, and optionally valid and correct.
@@ -114,7 +115,7 @@ def decision_stats(frame: pd.DataFrame, horizon: int, stride: int, seed: int = 0
         "ci95": list(block_bootstrap_median_ci(frame["reward"], frame["date"], block, seed)),
     }
     port = portfolio_returns(frame["reward"], frame["date"], horizon, stride)
-    for name, fn in (("sharpe", lambda r: sharpe(r, stride)), ("max_drawdown", max_drawdown)):
+    for name, fn in (("sharpe", lambda r: sharpe(r, stride, per_year)), ("max_drawdown", max_drawdown)):
         out[name] = {"mean": fn(port.to_numpy()), "ci95": list(series_bootstrap_ci(port.to_numpy(), block, fn, seed))}
     return out
 

@@ -6,18 +6,14 @@ from snakemake.utils import validate
 
 from hitchhiker import config as hh_config
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.fetch_prices import SAMPLE, available_tickers
+from hitchhiker.fetch_prices import SAMPLE, preflight
 
 # Our validator first: same schema, but a one-line message naming the key at fault and the
-# cross-key rules (window order, embargo, batch shapes) that JSON schema cannot express.
+# cross-key rules (window order, embargo, batch shapes) that JSON schema cannot express;
+# then the data checks (tickers, faults, frequency, date ranges), before any job runs.
 try:
     hh_config.validate(config)
-    _have = available_tickers(config["data"])
-    if _have is not None and set(config["data"]["tickers"]) - _have:
-        _bad = ", ".join(sorted(set(config["data"]["tickers"]) - _have))
-        raise HitchhikerError(
-            f"config key data.tickers: {_bad} not in the {config['data']['source']} source"
-        )
+    preflight(config)
 except HitchhikerError as err:
     sys.exit(f"hitchhiker: error: {err}")
 validate(config, "../schemas/config.schema.yaml")

@@ -6,11 +6,17 @@ rule fetch_prices:
     input:
         **({"sample": SAMPLE} if config["data"]["source"] == "sample" else {}),
         **(
-            {"file": config["data"]["path"]}
+            {
+                "files": (
+                    list(config["data"]["path"].values())
+                    if isinstance(config["data"]["path"], dict)
+                    else config["data"]["path"]
+                )
+            }
             if config["data"]["source"] == "file"
             else {}
         ),
-        code=code("fetch_prices"),
+        code=code("fetch_prices", "frequency"),
     output:
         f"{RESULTS}/prices.parquet",
     log:
@@ -47,6 +53,7 @@ rule build_states:
         **({"news": config["data"]["news"]} if config["data"]["news"] else {}),
         code=code(
             "build_states",
+            "frequency",
             "environments/market",
             "environments/answers",
             "environments/synthetic",
@@ -71,7 +78,7 @@ rule build_states:
 
 rule audit:
     input:
-        code=code("audit", "environments/market", "environments/synthetic"),
+        code=code("audit", "frequency", "environments/market", "environments/synthetic"),
         prices=f"{RESULTS}/prices.parquet",
         states=f"{RESULTS}/states.parquet",
         outcomes=f"{RESULTS}/outcomes.parquet",

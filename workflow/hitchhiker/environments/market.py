@@ -36,27 +36,27 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hitchhiker import config
+from hitchhiker import config, frequency
 from hitchhiker.cli import HitchhikerError
 from hitchhiker.environments import answers
 
-SECTIONS = {
-    "returns": "Daily returns in percent, oldest first, up to today's close.",
+SECTIONS = {  # worded for the data's frequency (frequency.py): "Monthly returns", "these months"
+    "returns": "{Adjective} returns in percent, oldest first, up to today's close.",
     "prices": "Closes as a percent of today's close, oldest first.",
-    "volume": "Volume as a percent of its average over these days, oldest first.",
+    "volume": "Volume as a percent of its average over these {rows}, oldest first.",
 }
 NEWS = "Headlines, oldest first:"
 QUESTION = {
     "pairwise": (
-        "Which of A and B will return more over the next {horizon} trading days? "
+        "Which of A and B will return more over the next {horizon}? "
         "Answer with A or B as the first word, then one short reason."
     ),
     "elementwise": (
-        "Over the next {horizon} trading days, should we be long, flat or short {ticker}? "
+        "Over the next {horizon}, should we be long, flat or short {ticker}? "
         "Answer with long, flat or short as the first word, then one short reason."
     ),
     "listwise": (
-        "Which of {labels} will return the most over the next {horizon} trading days? Answer first "
+        "Which of {labels} will return the most over the next {horizon}? Answer first "
         "with one letter, weights such as A=0.5, B=0.5, or a ranking such as {ranking}, then one short reason."
     ),
 }
@@ -94,15 +94,30 @@ def _cat(*parts, sep: str = "") -> pa.Array:
     return pc.binary_join_element_wise(*(p if isinstance(p, pa.Array) else pa.scalar(p) for p in parts), sep)
 
 
+def headers(freq: str) -> dict[str, str]:
+    """The section headers for data of frequency ``freq``."""
+    adjective, one, _ = frequency.FREQUENCIES[freq][1:]
+    rows = "days" if freq == "daily" else f"{one}s"
+    return {key: text.format(Adjective=adjective, rows=rows) for key, text in SECTIONS.items()}
+
+
 def render_batch(
-    fmt: str, names: np.ndarray, features: dict[str, np.ndarray], horizon: int, news: pa.Array | None = None
+    fmt: str,
+    names: np.ndarray,
+    features: dict[str, np.ndarray],
+    horizon: int,
+    news: pa.Array | None = None,
+    freq: str = "daily",
 ) -> pa.Array:
     """User messages of many states of one format.
 
     ``names`` is (states, k) tickers in prompt order; ``features`` maps each section of
     SECTIONS to (states, k, days) values (returns as fractions, the others as ratios);
-    ``news`` is one text block per state (or null for none).
+    ``news`` is one text block per state (or null for none); ``freq`` words the sections
+    and the horizon.
     """
+    words = headers(freq)
+    horizon = frequency.periods(freq, horizon)
     n, k = names.shape
     letters = np.array(list(answers.labels(k)))
     tickers = pa.array(names.ravel().astype(str))
@@ -111,7 +126,7 @@ def render_batch(
     for key, values in features.items():
         days = values.shape[2]
         body = _join(_format(values * 100, signed=key == "returns"), days, " ")
-        parts.append(_cat(SECTIONS[key], _join(_cat(label, ": ", body), k, "\n"), sep="\n"))
+        parts.append(_cat(words[key], _join(_cat(label, ": ", body), k, "\n"), sep="\n"))
     if news is not None:
         parts.append(_cat(NEWS, pc.fill_null(news, "none"), sep="\n"))
     if fmt == "elementwise":
@@ -134,10 +149,10 @@ def shown(prompt: str) -> dict[str, dict[str, np.ndarray]]:
     """The numbers a prompt shows: {section: {ticker: values as rendered}}."""
     out: dict[str, dict[str, np.ndarray]] = {}
     current = None
-    headers = {v: k for k, v in SECTIONS.items()}
+    headers_ = {v: k for freq in frequency.FREQUENCIES for k, v in headers(freq).items()}
     for line in prompt.splitlines():
-        if line in headers:
-            current = out.setdefault(headers[line], {})
+        if line in headers_:
+            current = out.setdefault(headers_[line], {})
         elif current is not None and ": " in line and not line.startswith(("Which", "Over")):
             name, values = line.split(": ", 1)
             try:
@@ -272,14 +287,15 @@ class Market:
         wide = wide[cfg["data"]["tickers"]].dropna()
         if len(wide) < cfg["states"]["window"] + cfg["states"]["horizon"] + 2:
             raise HitchhikerError(
-                f"only {len(wide)} trading days where every ticker has a price: too few for "
-                f"states.window + states.horizon"
+                f"only {len(wide)} dates where every ticker has a price: too few for "
+                f"states.window = {cfg['states']['window']} + states.horizon = {cfg['states']['horizon']}"
             )
         return wide
 
     def split_indices(self, dates: pd.DatetimeIndex, st: dict) -> dict[str, np.ndarray]:
         """Decision-date positions of each configured split, with the embargo between splits."""
         h, window = st["horizon"], st["window"]
+        freq = frequency.detect(dates)
         eligible = np.arange(window, len(dates) - h)  # history before, the outcome after
         out: dict[str, np.ndarray] = {}
         for split in SPLITS:
@@ -294,8 +310,10 @@ class Market:
         for split, idx in out.items():
             if len(idx) == 0:
                 raise HitchhikerError(
-                    f"config key states.{split}: no trading day in {st[split]['start']} .. {st[split]['end']} "
-                    f"with {window} days of history, {h} days of outcome and the embargo before the next split"
+                    f"config key states.{split}: no decision date in {st[split]['start']} .. {st[split]['end']} "
+                    f"with {frequency.periods(freq, window)} of history before it, {frequency.periods(freq, h)} "
+                    f"of outcome after it and the embargo before the next split (the {freq} prices in use run "
+                    f"{dates[0].date()} .. {dates[-1].date()})"
                 )
         return out
 
@@ -310,6 +328,7 @@ class Market:
         st = cfg["states"]
         wide = self.prices_for_states(prices, cfg)
         dates, closes = wide.index, wide.to_numpy()
+        freq = frequency.detect(dates)
         volume = self._wide(prices, cfg, "volume").reindex(dates).to_numpy() if "volume" in st["features"] else None
         rng = np.random.default_rng(cfg.get("seed", 0))
         states, outcomes = [], []
@@ -326,14 +345,14 @@ class Market:
                     keep = np.sort(rng.permutation(len(pos))[:cap])
                     pos, sets = pos[keep], sets[keep]
                 order = np.take_along_axis(sets, np.argsort(rng.random(sets.shape), axis=1), axis=1)
-                s, o = self._build(fmt, idx[pos], order, closes, volume, dates, wide.columns, st, fits, news)
+                s, o = self._build(fmt, idx[pos], order, closes, volume, dates, wide.columns, st, fits, news, freq)
                 s.insert(1, "split", split)
                 o.insert(1, "split", split)
                 states.append(s)
                 outcomes.append(o)
         return pd.concat(states, ignore_index=True), pd.concat(outcomes, ignore_index=True)
 
-    def _build(self, fmt, days, order, closes, volume, dates, columns, st, fits, news):
+    def _build(self, fmt, days, order, closes, volume, dates, columns, st, fits, news, freq):
         """States and outcomes of one split and format: decision-day positions ``days``, ticker
         indices ``order`` (states, k) in prompt order."""
         h, window = st["horizon"], st["window"]
@@ -357,7 +376,7 @@ class Market:
             feats = {f: full[f][rows, :, window - kept :] for f in st["features"]}
             if "volume" in feats:  # relative to the mean over the days actually shown
                 feats["volume"] = _relative_volume(feats["volume"])
-            return render_batch(fmt, names[rows], feats, h, None if blocks is None else blocks.take(rows))
+            return render_batch(fmt, names[rows], feats, h, None if blocks is None else blocks.take(rows), freq)
 
         n = len(days)
         parts, placed = [], []
@@ -422,6 +441,7 @@ class Market:
         """
         wide = self.prices_for_states(prices, cfg)
         dates, closes = wide.index, wide.to_numpy()
+        freq = frequency.detect(dates)
         volume = None
         if "volume" in cfg["states"]["features"]:
             volume = self._wide(prices, cfg, "volume").reindex(dates).to_numpy()
@@ -434,7 +454,7 @@ class Market:
             where = f"state {s.state_id} ({s.format} {', '.join(tickers)} on {s.date.date()})"
             i = pos.get(s.date)
             if i is None:
-                raise HitchhikerError(f"leakage audit: {where}: decision date is not a trading day of the prices")
+                raise HitchhikerError(f"leakage audit: {where}: decision date is not a date of the prices")
             cols = [col[t] for t in tickers]
             c = closes[i - s.history_days : i + 1, cols].T
             expect = {"returns": 100 * (c[:, 1:] / c[:, :-1] - 1), "prices": 100 * c[:, 1:] / c[:, -1:]}
@@ -450,7 +470,7 @@ class Market:
                     if not ok or not np.allclose(got, expect[section][j], atol=0.0051):
                         raise HitchhikerError(
                             f"leakage audit: {where}: the {ticker} {section} in the prompt are not the "
-                            f"{s.history_days} trading days ending at the decision date"
+                            f"{frequency.periods(freq, s.history_days)} ending at the decision date"
                         )
             late = [line for line in news_lines(s.prompt) if pd.Timestamp(line[:10]) > s.date]
             if late:
@@ -458,8 +478,10 @@ class Market:
             o = out.loc[s.state_id]
             fwd = closes[i + h, [col[t] for t in tickers]] / closes[i, [col[t] for t in tickers]] - 1
             if o.outcome_date != dates[i + h] or not np.allclose(list(o.forward_returns), fwd):
-                raise HitchhikerError(f"leakage audit: {where}: outcome is not the return over the next {h} days")
-        report = {"states_checked": len(states)}
+                raise HitchhikerError(
+                    f"leakage audit: {where}: outcome is not the return over the next {frequency.periods(freq, h)}"
+                )
+        report = {"states_checked": len(states), "frequency": freq}
         present = [sp for sp in SPLITS if (states.split == sp).any()]
         for earlier, later in itertools.pairwise(present):
             a, b = states[states.split == earlier], states[states.split == later]
@@ -468,9 +490,10 @@ class Market:
             if gap < config.embargo(cfg["states"]) or reach > b.date.min():
                 raise HitchhikerError(
                     f"leakage audit: {earlier} outcomes reach {reach.date()}, the {later} window starts "
-                    f"{b.date.min().date()} ({gap} trading days apart, embargo {config.embargo(cfg['states'])})"
+                    f"{b.date.min().date()} ({frequency.periods(freq, gap)} apart, "
+                    f"embargo {config.embargo(cfg['states'])})"
                 )
-            report[f"{earlier}_to_{later}"] = {"last_outcome": str(reach.date()), "embargo_trading_days": int(gap)}
+            report[f"{earlier}_to_{later}"] = {"last_outcome": str(reach.date()), "embargo_periods": int(gap)}
         for split in present:
             d = states[states.split == split].date
             report[f"{split}_dates"] = [str(d.min().date()), str(d.max().date())]
