@@ -156,14 +156,61 @@ def test_brier_and_calibration_by_hand():
     assert table[(0.6, 0.8)] == {"bin": [0.6, 0.8], "n": 1, "forecast": 0.7, "observed": 0.0}
 
 
-def test_hallucination_counts_unsupported_returns_and_unknown_tickers():
-    prompt = market.render("pairwise", ["AAPL", "MSFT"], np.array([[0.01, 0.02], [-0.01, 0.005]]), 5)
-    tickers = ["AAPL", "MSFT"]
-    assert hallucination.check("A because AAPL rose 2% yesterday", prompt, tickers) == (1, 0, False)
-    assert hallucination.check("A, up 3.02% in two days", prompt, tickers) == (1, 0, False)  # compounded
-    assert hallucination.check("B: MSFT -1.00% then +0.5%", prompt, tickers) == (2, 0, False)
-    assert hallucination.check("A rose 7%", prompt, tickers) == (1, 1, False)
-    assert hallucination.check("A, +1.5% is the trend", prompt, tickers) == (1, 1, False)
-    assert hallucination.check("A beats TSLA", prompt, tickers) == (0, 0, True)
-    assert hallucination.check("A, as US GDP grows", prompt, tickers) == (0, 0, False)
-    assert hallucination.check("M]ijortnsA to toTortor7y", prompt, tickers) == (0, 0, False)
+# the prompt of the cases below: A (AAPL) showed +0.07 -1.29 +1.30 -0.60 +1.46
+HALLUCINATION_PROMPT = market.render(
+    "pairwise", ["AAPL", "MSFT"], np.array([[0.0007, -0.0129, 0.013, -0.006, 0.0146], [0.01, 0.02, -0.01, 0, 0.005]]), 5
+)
+
+
+@pytest.mark.parametrize(
+    "completion, found",
+    [
+        # percent claims: supported by a shown or compounded return, or not
+        ("A because AAPL rose 1.46% yesterday", {"claims": 1}),
+        ("A, up 0.85% in two days", {"claims": 1}),  # (1 + 0.0146)(1 - 0.006) - 1, compounded
+        ("B: MSFT -1.00% then +0.5%", {"claims": 2}),
+        ("A rose 7%", {"claims": 1, "unsupported": 1}),
+        ("A: Previous answer: A returns more than 10% over the next 5 trading days.", {"claims": 1, "unsupported": 1}),
+        # figures recited as shown (SmolLM2 recites invented ones), cut-off last numbers skipped
+        ("A: +0.07 -1.29 +1.30 -0.60 +1.46", {}),
+        ("A: +3.5 +1.4 +2.9 +1.9 + 3.5", {"figure": 4}),
+        ("A: +0.25 +2.01 -0.90 +1.36 -0", {"figure": 4}),
+        ("A: 1.29 1.3", {}),  # unsigned, at the precision written
+        ("A=0.5, B=0.5 because", {}),  # listwise weights are not figures
+        # arithmetic on figures (its operands are figures too)
+        ("A: +0.13 +1.44 = +0.25\nB", {"arithmetic": 1, "figure": 2}),
+        ("A: 1.84 -1.22 = 1.08, which is exactly 1", {"arithmetic": 1, "figure": 2}),
+        ("A: +0.07 -1.29 = -1.22 so", {}),
+        ("+1.30 - 0.60 = 5.20%", {"arithmetic": 1, "claims": 1, "unsupported": 1}),
+        # labels bound to another of the state's tickers
+        ("A (MSFT): +1.00", {"label": 1}),
+        ("MSFT (A) rises", {"label": 1}),
+        ("A (AAPL): +0.07 -1.29 +1.30 -0.60 +1.46", {}),
+        ("Asked by a user.\nA (MISC): -1.29", {"unknown_ticker": 1}),  # not in the state: unknown
+        # periods the prompt does not show
+        ("A, it rose on Monday and on 2021-03-04", {"day": 2}),
+        ("A: over the last 10 days", {"day": 1}),
+        ("A, over the past 5 trading days", {}),
+        ("A will return more over the next 5 trading days, specifically in the previous 2 trading days.", {}),
+        ("A, it beat B over the last 2 weeks", {"day": 1}),
+        # unknown tickers, once per distinct word
+        ("A beats TSLA and NVDA, and TSLA again", {"unknown_ticker": 2}),
+        ("A, as US GDP grows", {}),
+        ("M]ijortnsA to toTortor7y", {}),
+    ],
+)
+def test_hallucination_rules_on_smollm2_style_completions(completion, found):
+    got = hallucination.check(completion, HALLUCINATION_PROMPT, ["AAPL", "MSFT"])
+    assert got._asdict() == {**dict.fromkeys(hallucination.Claims._fields, 0), **found}
+    assert hallucination.count(completion, HALLUCINATION_PROMPT, ["AAPL", "MSFT"]) == sum(
+        v for k, v in found.items() if k != "claims"
+    )
+
+
+def test_hallucination_reads_the_data_frequency_for_lookbacks():
+    rets = np.full((2, 6), 0.01)
+    monthly = market.render_batch("pairwise", np.array([["AAPL", "MSFT"]]), {"returns": rets[None]}, 1, freq="monthly")
+    prompt = monthly[0].as_py()
+    assert hallucination.check("A, up over the last 6 months", prompt, ["AAPL", "MSFT"]).day == 0
+    assert hallucination.check("A, up over the last 100 days", prompt, ["AAPL", "MSFT"]).day == 0  # < 6 x 21
+    assert hallucination.check("A, up over the past 2 years", prompt, ["AAPL", "MSFT"]).day == 1

@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 from transformers import AutoTokenizer
 
-from conftest import ROOT, run, tiny_config, write_config
-from hitchhiker import policy
-from hitchhiker.environments import answers
+from conftest import ROOT, run, stage, tiny_config, write_config
+from hitchhiker import hallucination, policy, summarize
+from hitchhiker.environments import answers, get
+from hitchhiker.metrics import portfolio_returns, sharpe
 
 CFG = tiny_config(rounds=2)
 
@@ -102,6 +103,39 @@ def test_replay_buffer_accumulates_rounds_with_consistent_rewards(pipeline):
         assert reward == pytest.approx(answers.reward(action, fwd, REWARD))
 
 
+def test_the_grounding_reward_charges_each_unsupported_claim(pipeline, tmp_path):
+    _, res = pipeline
+    rollouts = pd.read_parquet(res / "rollouts" / "round_1.parquet")
+    rollouts.loc[:3, "completion"] = [
+        "A, up 7% while TSLA fell",  # a percent the prompt does not support and an unknown ticker: 2
+        "B: +9.99 +8.88 = +1.00",  # two unshown figures and a wrong sum: 3
+        "A",
+        "B (ZZZ) on Monday",  # an unknown ticker and a weekday: 2
+    ]
+    rollouts.to_parquet(tmp_path / "round_1.parquet")
+    cfg = {**CFG, "reward": {**REWARD, "unsupported_claim_penalty": 0.01}}
+    out = tmp_path / "buffer.duckdb"
+    stage(
+        "score", "--config", write_config(tmp_path / "c.yaml", cfg), "--round", "1",
+        "--rollouts", tmp_path / "round_1.parquet", "--states", res / "states.parquet",
+        "--outcomes", res / "outcomes.parquet", "--prompts", res / "rollouts" / "round_1.prompts.parquet", "--out", out,
+    )  # fmt: skip
+    with duckdb.connect(str(out), read_only=True) as con:
+        got = con.execute(
+            """SELECT r.completion, s.prompt, s.tickers, c.market_reward, c.unsupported_claims, c.reward
+               FROM scores c JOIN rollouts r USING (run, round, state_id, sample_idx)
+               JOIN states s USING (run, state_id)
+               ORDER BY c.state_id, c.sample_idx"""
+        ).df()
+    by_text = got.set_index("completion")
+    assert by_text.loc["A, up 7% while TSLA fell", "unsupported_claims"] == 2
+    assert by_text.loc["B: +9.99 +8.88 = +1.00", "unsupported_claims"] == 3
+    assert by_text.loc["B (ZZZ) on Monday", "unsupported_claims"] == 2
+    for row in got.itertuples():
+        assert row.unsupported_claims == hallucination.count(row.completion, row.prompt, row.tickers)
+    assert got.reward.to_numpy() == pytest.approx(got.market_reward - 0.01 * got.unsupported_claims)
+
+
 def test_policies_and_evaluation(pipeline):
     _, res = pipeline
     for r in (0, 1, 2):
@@ -180,6 +214,10 @@ def test_a_code_change_reruns_that_stage_and_what_follows(pipeline, module, reru
         (lambda c: c["rollout"].update(temprature=0.7), "unknown config key rollout.temprature"),
         (lambda c: c["data"].update(tickers=["AAPL", "ZZZZ"]), "ZZZZ not in the sample source"),
         (lambda c: c["states"]["test"].update(start="2014-01-01", end="2014-12-31"), "states.test.start"),
+        (  # after the sample ends: found by reading the prices, still before any job
+            lambda c: c["states"]["test"].update(start="2023-06-01", end="2023-12-31"),
+            "states.test: no decision date in 2023-06-01 .. 2023-12-31 with 5 trading days of history",
+        ),
     ],
 )
 def test_bad_config_stops_before_any_work(tmp_path, mutate, message):
@@ -253,3 +291,49 @@ def test_nested_overrides_work_as_a_configfile_and_say_so_as_config(tmp_path):
     nested_text = ["--config", "states={horizon: 2}"]
     proc = run("snakemake", "-s", ROOT / "Snakefile", *nested_text, "-n", cwd=tmp_path, check=False)
     assert proc.returncode != 0 and "pass it with --configfile" in proc.stderr
+
+
+def _monthly_file(path):
+    """Month-end closes of five sample stocks, one of them listed in 2006 (a ragged start)."""
+    daily = pd.read_csv(ROOT / "data" / "sp500_dataset.csv.gz", parse_dates=["Date"]).set_index("Date")
+    monthly = daily[["AAPL", "MSFT", "JPM", "XOM", "AMD"]].resample("ME").last()
+    monthly.loc[:"2005-12-31", "AMD"] = np.nan
+    monthly.rename_axis("Date").reset_index().to_csv(path, index=False)
+    return path
+
+
+def test_a_monthly_file_is_worded_audited_and_annualised_as_months(tmp_path):
+    cfg = tiny_config(run="monthly", data={"source": "file", "path": str(_monthly_file(tmp_path / "m.csv")),
+                                           "tickers": ["AAPL", "MSFT", "JPM", "XOM", "AMD"]})  # fmt: skip
+    cfg["states"].update(horizon=1, window=6, stride=1, train={"start": "2006-06-01", "end": "2017-12-31"},
+                         test={"start": "2019-01-01", "end": "2022-10-31"})  # fmt: skip
+    write_config(tmp_path / "config.yaml", cfg)
+    proc = snakemake(tmp_path)
+    assert "every ticker trimmed to 2006-01-31 .. 2022-12-31" in proc.stdout
+    assert "monthly prices: states.window, horizon, stride and embargo count months" in proc.stdout
+    res = tmp_path / "results" / "monthly"
+    prompt = pd.read_parquet(res / "states.parquet").prompt.iloc[0]
+    assert prompt.startswith("Monthly returns in percent") and "over the next 1 month?" in prompt
+    audit = json.loads((res / "audit.json").read_text())
+    assert audit["frequency"] == "monthly" and audit["train_to_test"]["embargo_periods"] == 13
+    # the Sharpe ratio is annualised with 12 periods a year, not 252 (checked on a baseline: the
+    # tiny model's answers are mostly invalid, and then it has none)
+    preds = pd.read_parquet(res / "eval" / "round_0" / "predictions.parquet")
+    states = pd.read_parquet(res / "states.parquet")
+    evaluated = states[states.state_id.isin(preds.state_id)]
+    rows = summarize.baseline_rewards(
+        evaluated,
+        pd.read_parquet(res / "outcomes.parquet"),
+        get("market"),
+        {"benchmark": "none", "cost_bps": 0, "invalid_penalty": -0.05, "returns": "simple"},
+    )
+    first = rows[rows.baseline == "always_first"]
+    port = portfolio_returns(first.reward, first.date, 1, 1).to_numpy()
+    got = json.loads((res / "metrics.json").read_text())["baselines"]["always_first"]["sharpe"]["mean"]
+    assert got == pytest.approx(sharpe(port, 1, per_year=12)) and abs(got) > 0
+
+    cfg["states"]["horizon"] = 21  # a daily habit, on monthly data: refused before any job
+    write_config(tmp_path / "config.yaml", cfg)
+    proc = snakemake(tmp_path, "--forceall", check=False)
+    message = "config key states.horizon = 21: 21 months with this monthly price table, more than a year"
+    assert proc.returncode != 0 and message in proc.stderr

@@ -6,9 +6,11 @@ temperature centre. Each answer is parsed and rewarded exactly as in training.
 
 Metrics, per decoding mode:
   valid_rate      share of answers that parse; invalid_reasons counts the rest by reason
-  hallucination   unsupported_claim_rate and unknown_ticker_rate: answers whose text claims
-                  a return the prompt does not support, or names a ticker not in the state
-                  (hitchhiker/hallucination.py says exactly what counts)
+  hallucination   per kind, the share of answers with at least one claim of that kind the
+                  prompt does not support: unsupported_claim_rate (a return in percent),
+                  unshown_figure_rate, wrong_arithmetic_rate, wrong_label_rate,
+                  unshown_day_rate, unknown_ticker_rate; any_rate for any of them, and
+                  unsupported_per_answer, their mean count (hitchhiker/hallucination.py)
   accuracy        among valid multi-ticker answers, the share whose top weight went to the
                   ticker with the highest realised return; among valid elementwise answers
                   with a position, the share whose sign matched the return's (flat excluded)
@@ -32,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hitchhiker import artifacts, cli, config, hallucination, rollout, score
+from hitchhiker import artifacts, cli, config, frequency, hallucination, rollout, score
 from hitchhiker.metrics import block_bootstrap_ci, block_length, brier, calibration, decision_stats, rank_ic
 
 SECTIONS = ["run", "seed", "environment", "states", "model", "rollout", "reward", "evaluate"]
@@ -70,12 +72,12 @@ def preference(preds: pd.DataFrame) -> list[list[float]]:
     return out
 
 
-def metrics(preds: pd.DataFrame, states_cfg: dict, seed: int) -> dict:
+def metrics(preds: pd.DataFrame, states_cfg: dict, seed: int, per_year: int = 252) -> dict:
     h, stride = states_cfg["horizon"], states_cfg["stride"]
     block = block_length(h, stride)
     out = {}
     for mode, part in preds.groupby("mode"):
-        m = decision_stats(part, h, stride, seed)
+        m = decision_stats(part, h, stride, seed, per_year)
         m["states"] = int(part.state_id.nunique())
         m["invalid_reasons"] = part.invalid_reason.dropna().value_counts().to_dict()
         m["n_valid"] = int(part.valid.sum())
@@ -84,10 +86,10 @@ def metrics(preds: pd.DataFrame, states_cfg: dict, seed: int) -> dict:
             "answers_with_claims": int((part.claims > 0).sum()),
             "claims": int(part.claims.sum()),
         }
-        for key, col in (
-            ("unsupported_claim_rate", part.unsupported > 0),
-            ("unknown_ticker_rate", part.unknown_ticker),
-        ):
+        counts = part[list(hallucination.KINDS)]
+        rates = {hallucination.RATES[kind]: counts[kind] > 0 for kind in hallucination.KINDS}
+        rates["any_rate"] = counts.sum(axis=1) > 0
+        for key, col in [*rates.items(), ("unsupported_per_answer", counts.sum(axis=1))]:
             mean, lo, hi = block_bootstrap_ci(col.astype(float), part.date, block, seed)
             m["hallucination"][key] = {"mean": mean, "ci95": [lo, hi]}
         for key, series in (("rank_ic", rank_ic(part)), ("brier", brier(part))):
@@ -127,11 +129,17 @@ def main(argv: list[str] | None = None) -> None:
     checks = [
         hallucination.check(c, p, t) for c, p, t in zip(preds.completion, preds.prompt, preds.tickers, strict=True)
     ]
-    preds[["claims", "unsupported", "unknown_ticker"]] = pd.DataFrame(checks, index=preds.index)
-    preds["unknown_ticker"] = preds["unknown_ticker"].astype(bool)
+    preds[list(hallucination.Claims._fields)] = pd.DataFrame(checks, index=preds.index)
     preds.insert(0, "round", args.round)
     preds = preds.drop(columns=["prompt_ids", "completion_ids", "logprobs", "prompt"])
-    result = {"round": args.round, "policy": args.policy, **metrics(preds, cfg["states"], seed)}
+    freq = frequency.of_outcomes(
+        states.date, states.merge(outcomes, on="state_id").outcome_date, states.horizon.iloc[0]
+    )
+    result = {
+        "round": args.round,
+        "policy": args.policy,
+        **metrics(preds, cfg["states"], seed, frequency.per_year(freq)),
+    }
     artifacts.write_parquet(preds, args.predictions)
     artifacts.write_json(result, args.metrics)
     g = result["greedy"]

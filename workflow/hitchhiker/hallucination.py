@@ -1,33 +1,70 @@
 """What an answer claims that its state does not support.
 
-Two checks on every completion (the action and its rationale):
+The environment knows exactly what it showed, so every completion (the action and its
+rationale, valid or not) is checked against its prompt by six rules. Each rule counts
+claims; an answer with one or more counts once in its rate. The examples are SmolLM2-135M-
+Instruct's own completions on the default run's states.
 
-unsupported claim
-    Every number followed by "%" is a claimed return. It is supported when it lies within
+percent (unsupported claim)
+    A number followed by "%" is a claimed return. It is supported when it lies within
     max(0.05, 5% of the value) percentage points of a return the prompt shows or implies
-    for one of its tickers: a shown daily return, or the compounded return over the last j
-    shown days (j = 2 .. history_days). A claim written without a sign ("fell 2.1%") is
-    compared with the absolute values. An answer with any unsupported claim counts once.
+    for one of its tickers: a shown return, or the compounded return over the last j shown
+    periods. A claim without a sign ("fell 2.1%") is compared with absolute values.
+    SmolLM2: "A returns more than 10% over the next 5 trading days".
+figure (a number presented as a shown one)
+    A plain decimal number (no "%") is read as a figure from the prompt, the way SmolLM2
+    recites them: "A: +0.25 +2.01 -0.90 +1.36" when A showed +0.07 -1.29 +1.30 -0.60. It is
+    supported when, at the precision written, it equals a value the prompt shows (any
+    section, any ticker) or a compounded return as above. Not checked: listwise weights
+    ("A=0.5"), the result of a sum (arithmetic, below), and a number that ends the text
+    (it may be cut off by max_new_tokens, "+1.0" of "+1.06").
+arithmetic (wrong arithmetic)
+    Two or more signed numbers followed by "= r" claim that they sum to r; wrong when the
+    sum misses r by more than the rounding of the figures written. SmolLM2: "A: +0.13 +1.44
+    = +0.25", "A: 1.84 -1.22 = 1.08".
+label (a label bound to the wrong ticker)
+    "A (JPM)" or "JPM (A)" where JPM is one of the state's tickers but not the one labelled
+    A. SmolLM2 writes "A (KO): ..." in the prompt's own form; a ticker that is not in the
+    state at all is an unknown ticker instead ("A (MISC)").
+day (a claim about periods the prompt does not show)
+    "last/past/previous/prior N days" (or the data's periods: weeks, months, ...) with N
+    more than the periods shown; a weekday name; a calendar date (2021-03-04, March 4) the
+    prompt does not show. The question's own "next N trading days" is not a claim.
 unknown ticker
     A word of 2 to 5 capital letters (dots and dashes allowed inside, e.g. BRK.B) that is
-    not one of the state's tickers and not a common abbreviation (COMMON below). An answer
-    naming any such word counts once.
+    not one of the state's tickers and not a common abbreviation (COMMON below). Counted
+    once per distinct word.
 
-Invalid answers are checked too: a hallucinated number is one whatever the format. These
-rates are 0 for text with no percentages and no capitalised words; they measure what the
-model says about the data, not whether its decision was right.
+:func:`count` is their sum, what reward.unsupported_claim_penalty charges per claim in
+score. These measure what the model says about the data, not whether its decision was
+right: text with no numbers, names or dates has none.
 """
 
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 import numpy as np
 
-from hitchhiker.environments import market
+from hitchhiker import frequency
+from hitchhiker.environments import answers, market
 
+_NUM = r"[+-]?\s?\d+(?:\.\d+)?"
 _PERCENT = re.compile(r"(?<![\w.])([+-]?)(\d+(?:\.\d+)?)\s*%")
+_FIGURE = re.compile(r"(?<![\w.=])([+-]?)\s?(\d+\.(\d+))(?![\d.]*\s*%)(?!\d)")
+_SUM = re.compile(rf"(?<![\w.])((?:{_NUM}\s*){{2,}})=\s*({_NUM})(?!\d)")
 _TICKER = re.compile(r"(?<![\w.^=-])([A-Z][A-Z.\-]{0,3}[A-Z])(?![\w.^=-]*[a-z0-9])")
+_LABELLED = re.compile(r"\b([A-Z])\s?\(\s*([A-Za-z0-9.^=-]{1,16})\s*\)|\b([A-Z][A-Z0-9.^=-]{1,15})\s?\(\s*([A-Z])\s*\)")
+_TRADING_DAYS = {"day": 1, "session": 1, "week": 252 / 52, "month": 21, "quarter": 63, "year": 252}
+_WEEKDAY = re.compile(r"\b(Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)\b", re.IGNORECASE)
+_MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
+_DATE = re.compile(rf"\b(\d{{4}}-\d\d-\d\d|(?:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?)\b")
+_LOOKBACK = re.compile(
+    r"\b(?:last|past|previous|prior|preceding)\s+(\d+)\s+(?:trading\s+)?(day|session|week|month|quarter|year)s?\b",
+    re.IGNORECASE,
+)
+
 COMMON = frozenset(
     [
         "AI",
@@ -63,28 +100,109 @@ COMMON = frozenset(
 )
 
 
+class Claims(NamedTuple):
+    """Claims of one completion: percent claims made, and unsupported claims of each kind."""
+
+    claims: int
+    unsupported: int
+    figure: int
+    arithmetic: int
+    label: int
+    day: int
+    unknown_ticker: int
+
+
+KINDS = ("unsupported", "figure", "arithmetic", "label", "day", "unknown_ticker")
+RATES = {  # each kind's rate (answers with at least one such claim) as metrics.json names it
+    "unsupported": "unsupported_claim_rate",
+    "figure": "unshown_figure_rate",
+    "arithmetic": "wrong_arithmetic_rate",
+    "label": "wrong_label_rate",
+    "day": "unshown_day_rate",
+    "unknown_ticker": "unknown_ticker_rate",
+}
+
+
 def supported_returns(prompt: str) -> np.ndarray:
-    """Returns (in percent) a prompt shows or implies: daily and trailing compounded."""
+    """Returns (in percent) a prompt shows or implies: each period's and trailing compounded."""
     values = []
     for daily in market.shown_returns(prompt):
-        growth = np.cumprod(1 + daily[::-1] / 100)  # trailing 1, 2, ... days, newest first
+        growth = np.cumprod(1 + daily[::-1] / 100)  # trailing 1, 2, ... periods, newest first
         values.extend(daily)
         values.extend(100 * (growth[1:] - 1))
     return np.asarray(values, dtype=float)
 
 
-def check(completion: str, prompt: str, tickers) -> tuple[int, int, bool]:
-    """(claims, unsupported claims, names an unknown ticker) of one completion."""
+def _shown_values(prompt: str) -> np.ndarray:
+    """Every value the prompt shows (all sections) and the compounded returns it implies."""
+    shown = [v for section in market.shown(prompt).values() for vals in section.values() for v in vals]
+    return np.concatenate([np.asarray(shown, dtype=float), supported_returns(prompt)])
+
+
+def _value(text: str) -> float:
+    return float(text.replace(" ", ""))
+
+
+def check(completion: str, prompt: str, tickers) -> Claims:
+    """The claims of one completion against the prompt of its state (see the module docstring)."""
     text = completion or ""
-    claims = _PERCENT.findall(text)
+    tickers = list(tickers)
+    shown: np.ndarray | None = None
+
+    def values() -> np.ndarray:
+        nonlocal shown
+        if shown is None:
+            shown = _shown_values(prompt)
+        return shown
+
+    percents = _PERCENT.findall(text)
     unsupported = 0
-    if claims:
-        shown = supported_returns(prompt)
-        for sign, number in claims:
+    if percents:
+        implied = supported_returns(prompt)
+        for sign, number in percents:
             value = float(number) * (-1 if sign == "-" else 1)
-            ref = shown if sign else np.abs(shown)
-            tol = np.maximum(0.05, 0.05 * np.abs(ref))
-            unsupported += not np.any(np.abs(ref - value) <= tol)
+            ref = implied if sign else np.abs(implied)
+            unsupported += not np.any(np.abs(ref - value) <= np.maximum(0.05, 0.05 * np.abs(ref)))
+
+    arithmetic, results = 0, set()
+    for m in _SUM.finditer(text):
+        terms = re.findall(_NUM, m.group(1))
+        total, result = sum(map(_value, terms)), _value(m.group(2))
+        decimals = max(len(t.partition(".")[2]) for t in [*terms, m.group(2)])
+        arithmetic += abs(total - result) > (len(terms) + 1) * 0.5 * 10.0**-decimals + 1e-9
+        results.add(m.start(2))
+
+    figure = 0
+    for m in _FIGURE.finditer(text):
+        if m.end() == len(text) or m.start(2) in results or m.start(1) in results:
+            continue  # cut off by the token limit, or a sum's result (checked above)
+        value = float(m.group(2)) * (-1 if m.group(1) == "-" else 1)
+        ref = values() if m.group(1) else np.abs(values())
+        figure += not np.any(np.abs(ref - value) <= 0.5 * 10.0 ** -len(m.group(3)) + 1e-9)
+
+    label = 0
+    letters = answers.labels(len(tickers))
+    for m in _LABELLED.finditer(text):
+        letter, name = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
+        if letter in letters and name in tickers and tickers[letters.index(letter)] != name:
+            label += 1
+
+    day = len(_WEEKDAY.findall(text)) + sum(d not in prompt for d in _DATE.findall(text))
+    lookbacks = _LOOKBACK.findall(text)
+    if lookbacks:
+        sections = market.shown(prompt).values()
+        periods = max((len(v) for section in sections for v in section.values()), default=0)
+        freq = next((f for f in frequency.FREQUENCIES if market.headers(f)["returns"] in prompt), "daily")
+        shown_days = periods * 252 / frequency.per_year(freq)  # in trading days
+        for n, unit in lookbacks:
+            day += int(n) * _TRADING_DAYS[unit.lower()] > shown_days + 1e-9
+
     names = set(tickers)
-    unknown = any(w not in names and w not in COMMON for w in _TICKER.findall(text))
-    return len(claims), unsupported, unknown
+    unknown = len({w for w in _TICKER.findall(text) if w not in names and w not in COMMON})
+    return Claims(len(percents), unsupported, figure, arithmetic, label, day, unknown)
+
+
+def count(completion: str, prompt: str, tickers) -> int:
+    """Unsupported claims of every kind in one completion (what the grounding reward charges)."""
+    c = check(completion, prompt, tickers)
+    return sum(getattr(c, kind) for kind in KINDS)

@@ -8,7 +8,12 @@ round's buffer is an immutable artifact and the file accumulates across rounds. 
   outcomes  [run, state_id]                   realised forward returns per ticker
   prompts   [run, round, state_id]             the prompt token ids the round's policy saw
   rollouts  [run, round, state_id, sample_idx] completions, their token ids, behaviour logprobs
-  scores    [run, round, state_id, sample_idx] action, weights, valid, invalid_reason, ranking, reward
+  scores    [run, round, state_id, sample_idx] action, weights, valid, invalid_reason, ranking,
+                                               market_reward, unsupported_claims, reward
+
+reward, what GRPO trains on, is the market reward less reward.unsupported_claim_penalty for
+each claim of the completion that its prompt does not support (hitchhiker/hallucination.py;
+counted always, charged only when the penalty is set).
 
 Usage:
   python -m hitchhiker.score --config config.yaml --round 1 \\
@@ -27,7 +32,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from hitchhiker import artifacts, cli, config
+from hitchhiker import artifacts, cli, config, hallucination
 from hitchhiker.environments import answers
 
 SECTIONS = ["run", "environment", "reward"]
@@ -44,8 +49,8 @@ CREATE TABLE IF NOT EXISTS rollouts (run VARCHAR, round INTEGER, state_id VARCHA
   temperature DOUBLE, completion_ids INTEGER[], logprobs DOUBLE[],
   finish VARCHAR, completion VARCHAR, policy VARCHAR, backend VARCHAR, PRIMARY KEY (run, round, state_id, sample_idx));
 CREATE TABLE IF NOT EXISTS scores (run VARCHAR, round INTEGER, state_id VARCHAR, sample_idx INTEGER,
-  action VARCHAR, weights DOUBLE[], valid BOOLEAN, invalid_reason VARCHAR, ranking INTEGER[], reward DOUBLE,
-  PRIMARY KEY (run, round, state_id, sample_idx));
+  action VARCHAR, weights DOUBLE[], valid BOOLEAN, invalid_reason VARCHAR, ranking INTEGER[],
+  market_reward DOUBLE, unsupported_claims INTEGER, reward DOUBLE, PRIMARY KEY (run, round, state_id, sample_idx));
 """
 
 
@@ -97,6 +102,16 @@ def main(argv: list[str] | None = None) -> None:
     if missing:
         raise cli.HitchhikerError(f"{args.rollouts}: state {min(missing)} has no outcome in {args.outcomes}")
     scores = pd.concat([keys.drop(columns="completion"), score_frame(keys, outcomes, cfg)], axis=1)
+    shown = states.select(["state_id", "prompt", "tickers"]).to_pandas().set_index("state_id")
+    seen = shown.loc[keys["state_id"]]
+    scores["unsupported_claims"] = [
+        hallucination.count(c, p, t)
+        for c, p, t in zip(keys["completion"], seen["prompt"], seen["tickers"], strict=True)
+    ]
+    scores["market_reward"] = scores["reward"]
+    scores["reward"] = (
+        scores["market_reward"] - cfg["reward"]["unsupported_claim_penalty"] * scores["unsupported_claims"]
+    )
 
     with artifacts.atomic_path(args.out) as tmp:
         if args.previous:
@@ -118,10 +133,14 @@ def main(argv: list[str] | None = None) -> None:
             for name in ("prompts", "rollouts", "scores"):
                 con.execute(f"INSERT INTO {name} BY NAME SELECT ?::VARCHAR AS run, * FROM {name}_in", [run])
             con.execute("COMMIT")
-            valid, mean = con.execute(
-                "SELECT avg(valid::INT), avg(reward) FROM scores WHERE run = ? AND round = ?", [run, args.round]
+            valid, mean, claims = con.execute(
+                "SELECT avg(valid::INT), avg(reward), avg(unsupported_claims) FROM scores WHERE run = ? AND round = ?",
+                [run, args.round],
             ).fetchone()
-    print(f"score: round {args.round}, {len(scores)} samples, valid {valid:.1%}, mean reward {mean:+.4f} -> {args.out}")
+    print(
+        f"score: round {args.round}, {len(scores)} samples, valid {valid:.1%}, mean reward {mean:+.4f}, "
+        f"unsupported claims per sample {claims:.2f} -> {args.out}"
+    )
 
 
 if __name__ == "__main__":

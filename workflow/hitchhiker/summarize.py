@@ -7,6 +7,8 @@ test states. Writes metrics.json:
   baselines            the same statistics for each baseline
   reward_minus_base    each trained round minus the base policy, paired state by state
   reward_minus_baseline  the last round minus each baseline, paired state by state
+  rates_minus_base     each trained round minus the base policy in the valid rate and in
+                       each hallucination rate (any kind, then each), paired state by state
 every mean with a 95% block-bootstrap interval over decision dates; learning_curve.png
 (valid rate, accuracy, rank IC, mean reward per round, with intervals), equity_curves.png
 (the portfolio of the last round's greedy decisions against the baselines'),
@@ -34,7 +36,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from hitchhiker import artifacts, cli, config, environments
+from hitchhiker import artifacts, cli, config, environments, frequency, hallucination
 from hitchhiker.environments import Action
 from hitchhiker.metrics import decision_stats, paired_difference, portfolio_returns
 
@@ -42,10 +44,27 @@ SECTIONS = ["run", "seed", "environment", "states", "reward"]
 MODES = ("greedy", "sampled")
 
 
-def per_state(preds: pd.DataFrame, round_: int, mode: str) -> pd.Series:
-    """Mean reward per (state, date) of one policy and decoding mode."""
+def per_state(preds: pd.DataFrame, round_: int, mode: str, column: str = "reward") -> pd.Series:
+    """Mean of ``column`` per (state, date) of one policy and decoding mode."""
     part = preds[(preds["round"] == round_) & (preds["mode"] == mode)]
-    return part.groupby(["state_id", "date"])["reward"].mean()
+    return part.groupby(["state_id", "date"])[column].mean()
+
+
+def paired_rates(preds: pd.DataFrame, round_: int, h: int, stride: int, seed: int) -> dict:
+    """Round ``round_`` minus the base policy, state by state, in the valid rate and in each
+    hallucination rate (the share of answers with a claim of that kind)."""
+    preds = preds.assign(valid_rate=preds["valid"].astype(float))
+    counts = preds[list(hallucination.KINDS)]
+    for kind in hallucination.KINDS:
+        preds[hallucination.RATES[kind]] = (counts[kind] > 0).astype(float)
+    preds["any_hallucination_rate"] = (counts.sum(axis=1) > 0).astype(float)
+    out = {}
+    for mode in MODES:
+        out[mode] = {}
+        for column in ["valid_rate", "any_hallucination_rate", *hallucination.RATES.values()]:
+            cur, base = per_state(preds, round_, mode, column), per_state(preds, 0, mode, column)
+            out[mode][column] = paired_difference(cur, base, cur.index.get_level_values("date"), h, stride, seed)
+    return out
 
 
 def baseline_rewards(states: pd.DataFrame, outcomes: pd.DataFrame, env, reward_cfg: dict) -> pd.DataFrame:
@@ -182,17 +201,16 @@ def main(argv: list[str] | None = None) -> None:
     preds = pd.concat([artifacts.read_parquet(f, artifacts.PREDICTIONS) for f in args.predictions], ignore_index=True)
     states = artifacts.read_parquet(args.states, artifacts.STATES).set_index("state_id")
     evaluated = states.loc[sorted(preds.state_id.unique())].reset_index()
-    base_rows = baseline_rewards(
-        evaluated,
-        artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES),
-        environments.get(cfg["environment"]),
-        cfg["reward"],
-    )
-    baselines = {name: decision_stats(part, h, stride, seed) for name, part in base_rows.groupby("baseline")}
+    outcomes = artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES)
+    base_rows = baseline_rewards(evaluated, outcomes, environments.get(cfg["environment"]), cfg["reward"])
+    outcome_dates = outcomes.set_index("state_id").outcome_date[evaluated.state_id]
+    per_year = frequency.per_year(frequency.of_outcomes(evaluated.date, outcome_dates, h))
+    baselines = {name: decision_stats(part, h, stride, seed, per_year) for name, part in base_rows.groupby("baseline")}
 
     last = rounds[-1]["round"]
     base = {mode: per_state(preds, 0, mode) for mode in MODES}
     minus_base, minus_baseline = {}, {}
+    rates_minus_base = {f"round_{m['round']}": paired_rates(preds, m["round"], h, stride, seed) for m in rounds[1:]}
     for m in rounds[1:]:
         minus_base[f"round_{m['round']}"] = {}
         for mode in MODES:
@@ -213,6 +231,7 @@ def main(argv: list[str] | None = None) -> None:
         "baselines": baselines,
         "reward_minus_base": minus_base,
         "reward_minus_baseline": {"round": last, **minus_baseline},
+        "rates_minus_base": rates_minus_base,
     }
     artifacts.write_json(summary, args.out_json)
     plot_learning_curve(rounds, args.out_plot)

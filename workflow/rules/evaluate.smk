@@ -2,6 +2,8 @@ rule evaluate:
     input:
         code=code(
             "evaluate",
+            "frequency",
+            "hallucination",
             "metrics",
             "rollout",
             "generation",
@@ -33,7 +35,14 @@ rule evaluate:
 
 rule summarize:
     input:
-        code=code("summarize", "metrics", "environments/market", "environments/answers"),
+        code=code(
+            "summarize",
+            "frequency",
+            "hallucination",
+            "metrics",
+            "environments/market",
+            "environments/answers",
+        ),
         states=f"{RESULTS}/states.parquet",
         outcomes=f"{RESULTS}/outcomes.parquet",
         predictions=expand(

@@ -22,7 +22,9 @@ rule rollout:
 
 rule score:
     input:
-        code=code("score", "environments/market", "environments/answers"),
+        code=code(
+            "score", "hallucination", "environments/market", "environments/answers"
+        ),
         rollouts=f"{RESULTS}/rollouts/round_{{r}}.parquet",
         prompts=f"{RESULTS}/rollouts/round_{{r}}.prompts.parquet",
         states=f"{RESULTS}/states.parquet",
