@@ -3,6 +3,7 @@
 import copy
 
 import pytest
+import yaml
 
 from conftest import ROOT, stage, tiny_config, write_config
 from hitchhiker import config
@@ -71,3 +72,12 @@ def test_unknown_ticker_is_named(tmp_path):
     proc = stage("fetch_prices", "--config", path, "--out", tmp_path / "p.parquet", check=False)
     assert proc.returncode == 2 and "NOPE not in the sample source" in proc.stderr
     assert not (tmp_path / "p.parquet").exists()
+
+
+@pytest.mark.parametrize("overlay", sorted(p.name for p in (ROOT / "configs").glob("*.yaml")))
+def test_each_shipped_overlay_validates_over_the_default_config(overlay):
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    for key, value in yaml.safe_load((ROOT / "configs" / overlay).read_text()).items():
+        cfg[key] = {**cfg[key], **value} if isinstance(value, dict) and isinstance(cfg.get(key), dict) else value
+    config.validate(cfg)  # Snakemake merges --configfile overlays the same way, key by key
+    assert cfg["run"] == overlay.removesuffix(".yaml")

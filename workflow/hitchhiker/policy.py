@@ -164,5 +164,52 @@ def build_tiny(out_dir: Path, model_cfg: dict, tickers: list[str], seed: int) ->
         top_p=1.0,
         temperature=1.0,
     )
+    if tiny["format_warmup_steps"]:
+        _format_warmup(model, tok, tickers, seed, tiny["format_warmup_steps"])
     model.save_pretrained(out_dir / "model")
     tok.save_pretrained(out_dir / "model")
+
+
+def _pad(x: list[int], value: int, width: int) -> list[int]:
+    return x + [value] * (width - len(x))
+
+
+def _format_warmup(model, tok, tickers: list[str], seed: int, steps: int, batch: int = 12) -> None:
+    """Supervised steps on prompts of every format, window and horizon, each answered once
+    with every valid first word (A and B; long, flat and short; ...) and a stock reason: the
+    model learns the answer format and, since every prompt carries every label equally,
+    no preference among them (a batch of randomly drawn labels would leave one). Loss on the
+    answer tokens only. Hand-written rather than TRL's SFTTrainer: a few hundred steps on a
+    model of a few hundred kilobytes, where the trainer's set-up would cost more."""
+    from hitchhiker.environments import answers, market
+
+    rng = np.random.default_rng(seed + 1)
+    sizes = {f: k for f, k in {"elementwise": 1, "pairwise": 2, "listwise": 4}.items() if k <= len(tickers)}
+    examples = []  # per prompt, one (input ids, labels) row per first word
+    for i in range(64 * batch):
+        fmt = list(sizes)[i % len(sizes)]
+        k = sizes[fmt]
+        names = list(rng.choice(tickers, size=k, replace=False))
+        rets = rng.normal(0, 0.01, size=(k, int(rng.integers(2, 11))))
+        prompt = market.render(fmt, names, rets, int(rng.integers(1, 21)))
+        ids = tok(chat(tok, prompt), add_special_tokens=False).input_ids
+        reason = f" because the recent returns are {rng.choice(['higher', 'lower'])}.{tok.eos_token}"
+        words = ["long", "flat", "short"] if fmt == "elementwise" else list(answers.labels(k))
+        rows = []
+        for word in words:
+            target = tok(word + reason, add_special_tokens=False).input_ids
+            rows.append((ids + target, [-100] * len(ids) + target))
+        examples.append(rows)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(steps):
+        rows = [row for j in rng.integers(0, len(examples), batch) for row in examples[j]]
+        width = max(len(ids) for ids, _ in rows)
+        input_ids = torch.tensor([_pad(ids, tok.pad_token_id, width) for ids, _ in rows])
+        labels = torch.tensor([_pad(lab, -100, width) for _, lab in rows])
+        mask = torch.tensor([_pad([1] * len(ids), 0, width) for ids, _ in rows])
+        loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
