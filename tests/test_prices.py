@@ -108,12 +108,18 @@ def test_listings_and_delistings_are_trimmed_dropped_or_refused():
         fetch_prices.clean(delisted.reset_index(drop=True), {**_policy(), "ragged": "error"}, need=2)
 
 
+def _file_config(path) -> dict:
+    """The tiny config on a price file of AAPL and MSFT over DAYS."""
+    cfg = tiny_config(data={"source": "file", "path": str(path), "tickers": ["AAPL", "MSFT"]})
+    cfg["states"].update(window=2, horizon=1, train={"start": "2016-01-04", "end": "2016-01-06"},
+                         test={"start": "2016-01-11", "end": "2016-01-13"})  # fmt: skip
+    return cfg
+
+
 def test_the_cli_applies_the_policy_and_logs_it(tmp_path):
     df = _without(_table(), "AAPL", DAYS[3:4])
     df.to_csv(tmp_path / "p.csv", index=False)
-    cfg = tiny_config(data={"source": "file", "path": str(tmp_path / "p.csv"), "tickers": ["AAPL", "MSFT"]})
-    cfg["states"].update(window=2, horizon=1, train={"start": "2016-01-04", "end": "2016-01-06"},
-                         test={"start": "2016-01-11", "end": "2016-01-13"})  # fmt: skip
+    cfg = _file_config(tmp_path / "p.csv")
     out = tmp_path / "prices.parquet"
     proc = stage("fetch_prices", "--config", write_config(tmp_path / "c.yaml", cfg), "--out", out)
     assert "1 missing closes forward-filled, first AAPL on 2016-01-07" in proc.stdout
@@ -247,9 +253,7 @@ def test_a_yfinance_csv_with_its_two_row_header_is_read(tmp_path):
 
 def test_the_fetch_log_says_how_the_file_was_read_and_lists_the_tickers_found(tmp_path):
     _table().rename(columns={"ticker": "symbol"}).to_csv(tmp_path / "p.csv", index=False)
-    cfg = tiny_config(data={"source": "file", "path": str(tmp_path / "p.csv"), "tickers": ["AAPL", "MSFT"]})
-    cfg["states"].update(window=2, horizon=1, train={"start": "2016-01-04", "end": "2016-01-06"},
-                         test={"start": "2016-01-11", "end": "2016-01-13"})  # fmt: skip
+    cfg = _file_config(tmp_path / "p.csv")
     out = tmp_path / "prices.parquet"
     proc = stage("fetch_prices", "--config", write_config(tmp_path / "c.yaml", cfg), "--out", out)
     assert "long table (date 'date', ticker 'symbol', close 'close')" in proc.stdout

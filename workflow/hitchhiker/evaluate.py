@@ -86,11 +86,8 @@ def metrics(preds: pd.DataFrame, states_cfg: dict, seed: int, per_year: int = 25
             "answers_with_claims": int((part.claims > 0).sum()),
             "claims": int(part.claims.sum()),
         }
-        counts = part[list(hallucination.KINDS)]
-        rates = {hallucination.RATES[kind]: counts[kind] > 0 for kind in hallucination.KINDS}
-        rates["any_rate"] = counts.sum(axis=1) > 0
-        for key, col in [*rates.items(), ("unsupported_per_answer", counts.sum(axis=1))]:
-            mean, lo, hi = block_bootstrap_ci(col.astype(float), part.date, block, seed)
+        for key, col in hallucination.indicators(part).items():
+            mean, lo, hi = block_bootstrap_ci(col, part.date, block, seed)
             m["hallucination"][key] = {"mean": mean, "ci95": [lo, hi]}
         for key, series in (("rank_ic", rank_ic(part)), ("brier", brier(part))):
             mean, lo, hi = block_bootstrap_ci(series.to_numpy(), series.index.to_numpy(), block, seed)

@@ -59,7 +59,7 @@ def _tidy(raw: pd.DataFrame, origin: str, ticker: str | None = None) -> tuple[pd
     df = raw
     if isinstance(df.columns, pd.MultiIndex):  # yfinance's (Price, Ticker) header, saved by to_csv
         names = list(dict.fromkeys(df.columns.get_level_values(1)))
-        frames = [normalise_yfinance(df, t).assign(date=lambda f: f["date"].astype(str)) for t in names]
+        frames = [normalise_yfinance(df, t) for t in names]
         return _tidy(pd.concat(frames), origin)[0], f"{origin}: a yfinance download of {', '.join(names)}"
     if _key(df.index.name) in DATE_NAMES:  # a Parquet saved with its dates as the index
         df = df.reset_index()

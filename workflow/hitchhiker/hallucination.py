@@ -42,10 +42,12 @@ right: text with no numbers, names or dates has none.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple
 
 import numpy as np
+import pandas as pd
 
 from hitchhiker import frequency
 from hitchhiker.environments import answers, market
@@ -123,6 +125,17 @@ RATES = {  # each kind's rate (answers with at least one such claim) as metrics.
 }
 
 
+def indicators(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per answer, from its claim counts (the KINDS columns of check): 1.0 where it has a claim
+    of each kind (named as RATES), any_rate for any kind, and unsupported_per_answer (the count);
+    their means are the rates evaluate reports and summarize pairs."""
+    counts = frame[list(KINDS)]
+    out = pd.DataFrame({RATES[kind]: (counts[kind] > 0).astype(float) for kind in KINDS}, index=frame.index)
+    out.insert(0, "any_rate", (counts.sum(axis=1) > 0).astype(float))
+    out["unsupported_per_answer"] = counts.sum(axis=1).astype(float)
+    return out
+
+
 def supported_returns(prompt: str) -> np.ndarray:
     """Returns (in percent) a prompt shows or implies: each period's and trailing compounded."""
     values = []
@@ -133,10 +146,21 @@ def supported_returns(prompt: str) -> np.ndarray:
     return np.asarray(values, dtype=float)
 
 
-def _shown_values(prompt: str) -> np.ndarray:
-    """Every value the prompt shows (all sections) and the compounded returns it implies."""
-    shown = [v for section in market.shown(prompt).values() for vals in section.values() for v in vals]
-    return np.concatenate([np.asarray(shown, dtype=float), supported_returns(prompt)])
+class _Reference(NamedTuple):
+    implied: np.ndarray  # returns shown or compounded (supported_returns)
+    values: np.ndarray  # every value shown, any section, and the implied returns
+    shown_days: float  # the periods shown, in trading days
+
+
+@functools.lru_cache(maxsize=4096)
+def _reference(prompt: str) -> _Reference:
+    """What a prompt shows, parsed once: a state's B samples (and its rounds) share the prompt."""
+    sections = market.shown(prompt).values()
+    implied = supported_returns(prompt)
+    shown = np.asarray([v for section in sections for vals in section.values() for v in vals], dtype=float)
+    periods = max((len(v) for section in sections for v in section.values()), default=0)
+    freq = next((f for f in frequency.FREQUENCIES if market.headers(f)["returns"] in prompt), "daily")
+    return _Reference(implied, np.concatenate([shown, implied]), periods * 252 / frequency.per_year(freq))
 
 
 def _value(text: str) -> float:
@@ -147,22 +171,13 @@ def check(completion: str, prompt: str, tickers) -> Claims:
     """The claims of one completion against the prompt of its state (see the module docstring)."""
     text = completion or ""
     tickers = list(tickers)
-    shown: np.ndarray | None = None
-
-    def values() -> np.ndarray:
-        nonlocal shown
-        if shown is None:
-            shown = _shown_values(prompt)
-        return shown
-
+    ref_all = _reference(prompt)
     percents = _PERCENT.findall(text)
     unsupported = 0
-    if percents:
-        implied = supported_returns(prompt)
-        for sign, number in percents:
-            value = float(number) * (-1 if sign == "-" else 1)
-            ref = implied if sign else np.abs(implied)
-            unsupported += not np.any(np.abs(ref - value) <= np.maximum(0.05, 0.05 * np.abs(ref)))
+    for sign, number in percents:
+        value = float(number) * (-1 if sign == "-" else 1)
+        ref = ref_all.implied if sign else np.abs(ref_all.implied)
+        unsupported += not np.any(np.abs(ref - value) <= np.maximum(0.05, 0.05 * np.abs(ref)))
 
     arithmetic, results = 0, set()
     for m in _SUM.finditer(text):
@@ -177,7 +192,7 @@ def check(completion: str, prompt: str, tickers) -> Claims:
         if m.end() == len(text) or m.start(2) in results or m.start(1) in results:
             continue  # cut off by the token limit, or a sum's result (checked above)
         value = float(m.group(2)) * (-1 if m.group(1) == "-" else 1)
-        ref = values() if m.group(1) else np.abs(values())
+        ref = ref_all.values if m.group(1) else np.abs(ref_all.values)
         figure += not np.any(np.abs(ref - value) <= 0.5 * 10.0 ** -len(m.group(3)) + 1e-9)
 
     label = 0
@@ -188,14 +203,8 @@ def check(completion: str, prompt: str, tickers) -> Claims:
             label += 1
 
     day = len(_WEEKDAY.findall(text)) + sum(d not in prompt for d in _DATE.findall(text))
-    lookbacks = _LOOKBACK.findall(text)
-    if lookbacks:
-        sections = market.shown(prompt).values()
-        periods = max((len(v) for section in sections for v in section.values()), default=0)
-        freq = next((f for f in frequency.FREQUENCIES if market.headers(f)["returns"] in prompt), "daily")
-        shown_days = periods * 252 / frequency.per_year(freq)  # in trading days
-        for n, unit in lookbacks:
-            day += int(n) * _TRADING_DAYS[unit.lower()] > shown_days + 1e-9
+    for n, unit in _LOOKBACK.findall(text):
+        day += int(n) * _TRADING_DAYS[unit.lower()] > ref_all.shown_days + 1e-9
 
     names = set(tickers)
     unknown = len({w for w in _TICKER.findall(text) if w not in names and w not in COMMON})

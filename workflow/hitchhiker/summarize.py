@@ -53,15 +53,12 @@ def per_state(preds: pd.DataFrame, round_: int, mode: str, column: str = "reward
 def paired_rates(preds: pd.DataFrame, round_: int, h: int, stride: int, seed: int) -> dict:
     """Round ``round_`` minus the base policy, state by state, in the valid rate and in each
     hallucination rate (the share of answers with a claim of that kind)."""
-    preds = preds.assign(valid_rate=preds["valid"].astype(float))
-    counts = preds[list(hallucination.KINDS)]
-    for kind in hallucination.KINDS:
-        preds[hallucination.RATES[kind]] = (counts[kind] > 0).astype(float)
-    preds["any_hallucination_rate"] = (counts.sum(axis=1) > 0).astype(float)
+    rates = hallucination.indicators(preds).drop(columns="unsupported_per_answer")
+    preds = pd.concat([preds, rates], axis=1).assign(valid_rate=preds["valid"].astype(float))
     out = {}
     for mode in MODES:
         out[mode] = {}
-        for column in ["valid_rate", "any_hallucination_rate", *hallucination.RATES.values()]:
+        for column in ["valid_rate", *rates.columns]:
             cur, base = per_state(preds, round_, mode, column), per_state(preds, 0, mode, column)
             out[mode][column] = paired_difference(cur, base, cur.index.get_level_values("date"), h, stride, seed)
     return out
