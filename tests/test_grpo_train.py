@@ -19,7 +19,8 @@ from transformers import AutoModelForCausalLM
 
 from conftest import prompts_of, rollout_round1, stage, tiny_config, write_config
 from hitchhiker import policy
-from hitchhiker.grpo_train import last_complete_checkpoint, replay, replay_rollout_func
+from hitchhiker.buffer import replay
+from hitchhiker.grpo_train import last_complete_checkpoint, replay_rollout_func
 
 
 def _samples(states=3, group=4):
@@ -34,6 +35,7 @@ def _samples(states=3, group=4):
                     prompt_ids=[s, 0],
                     completion_ids=[s, k, 99],
                     logprobs=[-0.1 * k] * 3,
+                    model_mask=[1, 1, 1],
                     reward=float(10 * s + k),
                 )
             )

@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from conftest import ROOT, run, stage, tiny_config, write_config
 from hitchhiker import policy
-from hitchhiker.environments import answers, market
+from hitchhiker.environments import answers, prompts
 
 
 @pytest.mark.slow
@@ -39,7 +39,7 @@ def test_the_format_warmup_teaches_the_format_and_no_label(tmp_path):
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "p0" / "model")
     rng = np.random.default_rng(1)
     prompts = [
-        policy.chat(tok, market.render("pairwise", ["KO", "HD"], rng.normal(0, 0.01, (2, 5)), 5)) for _ in range(128)
+        policy.chat(tok, prompts.render("pairwise", ["KO", "HD"], rng.normal(0, 0.01, (2, 5)), 5)) for _ in range(128)
     ]
     batch = tok(prompts, add_special_tokens=False, padding=True, padding_side="left", return_tensors="pt")
     torch.manual_seed(0)

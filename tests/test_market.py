@@ -7,7 +7,8 @@ import pytest
 from conftest import tiny_config
 from hitchhiker import config
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments import get, market
+from hitchhiker.environments import get, prompts
+from hitchhiker.environments import states as states_mod
 
 
 def _prices(n_days=400, tickers=("AAPL", "MSFT", "KO"), seed=1):
@@ -105,7 +106,7 @@ def test_synthetic_environment_plants_a_learnable_signal():
     states, outcomes = get("synthetic").make_states(_prices(n_days=800), cfg, _fits)
     df = states.merge(outcomes[["state_id", "forward_returns"]], on="state_id")
     pair = df[df.format == "pairwise"]
-    last = pair.prompt.map(lambda p: [h[-1] for h in market.shown_returns(p)])
+    last = pair.prompt.map(lambda p: [h[-1] for h in prompts.shown_returns(p)])
     pick_bigger = [r[int(np.argmax(x))] for x, r in zip(last, pair.forward_returns, strict=True)]
     winner = [max(r) for r in pair.forward_returns]
     hit = np.mean(np.isclose(pick_bigger, winner))
@@ -142,7 +143,7 @@ def test_per_date_caps_the_sets_drawn_on_each_date():
 
 def test_large_universes_draw_distinct_sets_without_enumerating():
     rng = np.random.default_rng(0)
-    dates, sets = market._draw_sets(rng, n_dates=50, n_tickers=300, k=4, per_date=40)
+    dates, sets = states_mod._draw_sets(rng, n_dates=50, n_tickers=300, k=4, per_date=40)
     assert len(dates) == 50 * 40
     rows = {(d, *s) for d, s in zip(dates, sets, strict=True)}
     assert len(rows) == len(dates)  # no set twice on a date
@@ -156,12 +157,12 @@ def test_price_and_volume_features_render_and_pass_the_audit():
     prices = _volume_prices()
     states, outcomes = get("market").make_states(prices, cfg, _fits)
     p = states.prompt.iloc[0]
-    assert market.headers("daily")["prices"] in p and market.headers("daily")["volume"] in p
-    shown = market.shown(p)
+    assert prompts.headers("daily")["prices"] in p and prompts.headers("daily")["volume"] in p
+    shown = prompts.shown(p)
     assert set(shown) == {"returns", "prices", "volume"}
     assert all(v[-1] == 100.0 for v in shown["prices"].values())  # today's close is 100%
     assert all(abs(v.mean() - 100) < 0.05 for v in shown["volume"].values())  # percents, and the header says so
-    assert "percent of its average" in market.SECTIONS["volume"]
+    assert "percent of its average" in prompts.SECTIONS["volume"]
     get("market").audit(prices, states, outcomes, cfg)
     with pytest.raises(HitchhikerError, match="no volume column"):
         get("market").make_states(_prices(), cfg, _fits)
@@ -176,15 +177,15 @@ def test_news_shows_only_headlines_up_to_the_decision_date():
     )
     states, outcomes = get("market").make_states(prices, cfg, _fits, news=news)
     for row in states.sample(30, random_state=0).itertuples():
-        lines = market.news_lines(row.prompt)
+        lines = prompts.news_lines(row.prompt)
         assert 0 < len(lines) <= cfg["states"]["news_items"]
         assert all(pd.Timestamp(line[:10]) <= row.date for line in lines)
         assert all(line.split()[1].rstrip(":") in list(row.tickers) for line in lines)
-    get("market").audit(prices, states, outcomes, cfg)
+    get("market").audit(prices, states, outcomes, cfg, news)
     bad = states.copy()
-    bad.loc[0, "prompt"] = bad.prompt[0].replace(market.NEWS + "\n", market.NEWS + "\n2099-01-01 AAPL: late\n")
+    bad.loc[0, "prompt"] = bad.prompt[0].replace(prompts.NEWS + "\n", prompts.NEWS + "\n2099-01-01 AAPL: late\n")
     with pytest.raises(HitchhikerError, match="headline dated after"):
-        get("market").audit(prices, bad, outcomes, cfg)
+        get("market").audit(prices, bad, outcomes, cfg, news)
 
 
 def test_validation_split_sits_between_train_and_test_with_embargoes():

@@ -6,8 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hitchhiker import hallucination
-from hitchhiker.environments import market
+from hitchhiker.environments import baselines, hallucination, prompts
 from hitchhiker.metrics import (
     block_bootstrap_ci,
     brier,
@@ -94,17 +93,25 @@ def test_decision_stats_fields():
     assert lo <= s["sharpe"]["mean"] <= hi
 
 
-def test_baselines_read_the_shown_history():
-    pair = market.render("pairwise", ["AAA", "BBB"], np.array([[0.01, 0.02], [-0.01, 0.0]]), 5)
-    elem = market.render("elementwise", ["CCC"], np.array([[-0.02, 0.01]]), 5)
+def test_baselines_read_the_structured_history():
     states = pd.DataFrame(
-        {"format": ["pairwise", "elementwise"], "prompt": [pair, elem], "tickers": [["AAA", "BBB"], ["CCC"]]}
+        {
+            "state_id": ["p", "e"],
+            "date": pd.to_datetime(["2020-01-02", "2020-01-02"]),
+            "shown_returns": [[[1.0, 2.0], [-1.0, 0.0]], [[-2.0, 1.0]]],  # A rose more; CCC's sum is negative
+        }
     )
-    b = market.Market().baselines(states)
-    assert b["momentum"] == [(1.0, 0.0), (-1.0,)]  # A rose more; CCC's shown sum is negative
-    assert b["mean_reversion"] == [(0.0, 1.0), (1.0,)]
-    assert b["random"] == [(0.5, 0.5), (0.0,)] and b["always_first"] == [(1.0, 0.0), (1.0,)]
-    assert b["equal_weight"] == [(0.5, 0.5), (1.0,)]
+    sizes = [2, 1]
+    w = {name: [tuple(r[:k]) for r, k in zip(v, sizes, strict=True)] for name, v in baselines.weights(states).items()}
+    assert w["momentum"] == [(1.0, 0.0), (-1.0,)]
+    assert w["mean_reversion"] == [(0.0, 1.0), (1.0,)]
+    assert w["random"] == [(0.5, 0.5), (0.0,)] and w["always_first"] == [(1.0, 0.0), (1.0,)]
+    assert w["equal_weight"] == [(0.5, 0.5), (1.0,)]
+    outcomes = pd.DataFrame({"state_id": ["e", "p"], "forward_returns": [[0.03], [0.01, 0.05]]})
+    cfg = {"cost_bps": 0, "benchmark": "none", "returns": "simple", "invalid_penalty": -1}
+    got = baselines.rewards(states, outcomes, cfg).set_index(["baseline", "state_id"]).reward
+    assert got["momentum", "p"] == pytest.approx(0.01) and got["momentum", "e"] == pytest.approx(-0.03)
+    assert got["equal_weight", "p"] == pytest.approx(0.03) and got["random", "e"] == 0
 
 
 def test_sharpe_interval_covers_the_truth_of_a_known_process():
@@ -157,7 +164,7 @@ def test_brier_and_calibration_by_hand():
 
 
 # the prompt of the cases below: A (AAPL) showed +0.07 -1.29 +1.30 -0.60 +1.46
-HALLUCINATION_PROMPT = market.render(
+HALLUCINATION_PROMPT = prompts.render(
     "pairwise", ["AAPL", "MSFT"], np.array([[0.0007, -0.0129, 0.013, -0.006, 0.0146], [0.01, 0.02, -0.01, 0, 0.005]]), 5
 )
 
@@ -209,7 +216,7 @@ def test_hallucination_rules_on_smollm2_style_completions(completion, found):
 
 def test_hallucination_reads_the_data_frequency_for_lookbacks():
     rets = np.full((2, 6), 0.01)
-    monthly = market.render_batch("pairwise", np.array([["AAPL", "MSFT"]]), {"returns": rets[None]}, 1, freq="monthly")
+    monthly = prompts.render_batch("pairwise", np.array([["AAPL", "MSFT"]]), {"returns": rets[None]}, 1, freq="monthly")
     prompt = monthly[0].as_py()
     assert hallucination.check("A, up over the last 6 months", prompt, ["AAPL", "MSFT"]).day == 0
     assert hallucination.check("A, up over the last 100 days", prompt, ["AAPL", "MSFT"]).day == 0  # < 6 x 21

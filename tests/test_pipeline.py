@@ -10,8 +10,8 @@ import pytest
 from transformers import AutoTokenizer
 
 from conftest import ROOT, run, stage, tiny_config, write_config
-from hitchhiker import hallucination, policy, summarize
-from hitchhiker.environments import answers, get
+from hitchhiker import policy
+from hitchhiker.environments import answers, get, hallucination
 from hitchhiker.metrics import portfolio_returns, sharpe
 
 CFG = tiny_config(rounds=2)
@@ -183,13 +183,22 @@ def test_nothing_left_to_do_and_a_rollout_change_reruns_only_what_follows(pipeli
     assert not rules & {"fetch_prices", "base_model", "build_states"}
 
 
+STAGES = {
+    *("fetch_prices", "base_model", "build_states", "audit"),
+    *("rollout", "score", "grpo_train", "evaluate", "summarize"),
+}
+
+
 @pytest.mark.parametrize(
     "module, rerun",
     [
         # round 2's rollout uses the policy trained on round 1's scores, so it follows score
         ("score", {"score", "grpo_train", "rollout", "evaluate", "summarize"}),
         ("evaluate", {"evaluate", "summarize"}),
-        ("environments/market", {"build_states", "audit", "rollout", "score", "grpo_train", "evaluate", "summarize"}),
+        # every stage validates its config through the environment's check_config
+        ("environments/market", STAGES),
+        ("environments/hallucination", STAGES),  # run by score and evaluate through the protocol
+        ("policy", STAGES - {"fetch_prices"}),  # base_model, build_states, rollout, evaluate import it
     ],
 )
 def test_a_code_change_reruns_that_stage_and_what_follows(pipeline, module, rerun):
@@ -321,10 +330,9 @@ def test_a_monthly_file_is_worded_audited_and_annualised_as_months(tmp_path):
     preds = pd.read_parquet(res / "eval" / "round_0" / "predictions.parquet")
     states = pd.read_parquet(res / "states.parquet")
     evaluated = states[states.state_id.isin(preds.state_id)]
-    rows = summarize.baseline_rewards(
+    rows = get("market").baselines(
         evaluated,
         pd.read_parquet(res / "outcomes.parquet"),
-        get("market"),
         {"benchmark": "none", "cost_bps": 0, "invalid_penalty": -0.05, "returns": "simple"},
     )
     first = rows[rows.baseline == "always_first"]

@@ -23,7 +23,17 @@ import pyarrow.parquet as pq
 PRICES = ["date", "ticker", "close"]
 STATES = ["state_id", "split", "format", "date", "horizon", "tickers", "prompt"]
 OUTCOMES = ["state_id", "split", "format", "outcome_date", "tickers", "forward_returns"]
-ROLLOUTS = ["state_id", "round", "sample_idx", "temperature", "completion_ids", "logprobs", "completion"]
+ROLLOUTS = [
+    "state_id",
+    "round",
+    "sample_idx",
+    "temperature",
+    "completion_ids",
+    "logprobs",
+    "model_mask",
+    "completion",
+    "answers",
+]
 PROMPTS = ["state_id", "round", "prompt_ids"]
 PREDICTIONS = ["round", "mode", "state_id", "date", "reward"]
 

@@ -1,9 +1,10 @@
 """audit: the leakage audit that every run passes before any rollout.
 
-For every state, re-derives its prompt history and its outcome from the prices and checks
-that the prompt uses only data on or before the decision date, that the outcome is the
-return over the horizon that follows, and that the train and test windows are separated
-by the embargo (train, validation, test). A violation fails the run with one line naming the offending state.
+The environment re-derives every state from the data up to its decision date (prices, and
+data.news when set) and checks that the prompt is exactly the one that data gives, that the
+outcome is the return over the horizon that follows, and that the splits (train,
+validation, test) are separated by the embargo. A violation fails the run with one line
+naming the offending state.
 
 Usage:
   python -m hitchhiker.audit --config config.yaml --prices results/default/prices.parquet \\
@@ -13,7 +14,7 @@ Usage:
 
 from __future__ import annotations
 
-from hitchhiker import artifacts, cli, config, environments, frequency
+from hitchhiker import artifacts, cli, config, environments, frequency, headlines
 
 SECTIONS = ["run", "seed", "environment", "data", "states"]
 
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> None:
         artifacts.read_parquet(args.states, artifacts.STATES),
         artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES),
         cfg,
+        headlines.read(cfg["data"]["news"]) if cfg["data"]["news"] else None,
     )
     artifacts.write_json(report, args.out)
     unit = frequency.periods(report["frequency"], 2)[2:]

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hitchhiker import artifacts, bundled_model, cli, config, policy
+from hitchhiker import artifacts, bundled_model, cli, config, environments, policy
 
-SECTIONS = ["run", "seed", "data", "model"]
+SECTIONS = ["run", "seed", "environment", "data", "model"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> None:
     bundled = bundled_model.smollm2(cache) if name == bundled_model.NAME else None
     with artifacts.atomic_path(args.out, is_dir=True) as out:
         if name == "tiny":
-            policy.build_tiny(out, cfg["model"], cfg["data"]["tickers"], cfg["seed"])
+            env = environments.get(cfg["environment"])
+            policy.build_tiny(out, cfg["model"], cfg["data"]["tickers"], cfg["seed"], env)
         elif bundled is not None:
             bundled_model.link_tree(bundled, out / "model")
         elif name.endswith(".gguf"):

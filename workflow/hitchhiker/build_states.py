@@ -13,14 +13,11 @@ Usage:
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hitchhiker import artifacts, cli, config, environments, policy
+from hitchhiker import artifacts, cli, config, environments, headlines, policy
 
 SECTIONS = ["run", "seed", "environment", "data", "states", "model"]
 
@@ -69,31 +66,6 @@ def budget_check(tok, chunk: int = 20_000):
     return fits
 
 
-def read_news(path: str) -> pd.DataFrame:
-    """The headline table (date, ticker, headline), one line per headline."""
-    p = Path(path)
-    if not p.is_file():
-        raise cli.HitchhikerError(f"config key data.news: {path} does not exist")
-    try:
-        raw = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
-    except Exception as err:  # pandas raises many types for malformed files
-        raise cli.HitchhikerError(f"news file {path}: cannot read ({str(err).splitlines()[0]})") from None
-    missing = {"date", "ticker", "headline"} - set(raw.columns)
-    if missing:
-        raise cli.HitchhikerError(f"news file {path}: missing column {', '.join(sorted(missing))}")
-    dates = pd.to_datetime(raw["date"], format="ISO8601", errors="coerce")
-    if dates.isna().any():
-        row = int(dates.isna().to_numpy().argmax())
-        raise cli.HitchhikerError(f"news file {path}: unreadable date {raw['date'].iloc[row]!r} in row {row + 1}")
-    return pd.DataFrame(
-        {
-            "date": dates.dt.normalize(),
-            "ticker": raw["ticker"].astype(str),
-            "headline": raw["headline"].astype(str).str.replace(r"\s+", " ", regex=True).str.strip(),
-        }
-    )
-
-
 def main(argv: list[str] | None = None) -> None:
     p = cli.parser(__doc__)
     cli.add_config_arg(p)
@@ -105,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg = config.load(args.config, set(SECTIONS))
     tok = policy.load_tokenizer(args.policy, cfg["model"])
     prices = artifacts.read_parquet(args.prices, artifacts.PRICES)
-    news = read_news(cfg["data"]["news"]) if cfg["data"]["news"] else None
+    news = headlines.read(cfg["data"]["news"]) if cfg["data"]["news"] else None
     env = environments.get(cfg["environment"])
     states, outcomes = env.make_states(prices, cfg, budget_check(tok), news)
     artifacts.write_parquet(outcomes, args.outcomes)

@@ -117,14 +117,11 @@ def _check_rules(cfg: dict) -> None:
         )
     if cfg.get("evaluate", {}).get("split") == "validation" and "validation" not in present:
         raise HitchhikerError("config key evaluate.split = validation, but states.validation is not set")
-    data = cfg.get("data", {})  # a stage that reads no data section (evaluate) skips these two
-    if "pairwise" in states.get("formats", []) and len(data.get("tickers", [None, None])) < 2:
-        raise HitchhikerError("config key data.tickers: pairwise states need at least 2 tickers")
-    if "listwise" in states.get("formats", []) and "tickers" in data and len(data["tickers"]) < states["list_size"]:
-        raise HitchhikerError(
-            f"config key states.list_size = {states['list_size']}: more than the "
-            f"{len(data['tickers'])} tickers in data.tickers"
-        )
+    if "environment" in cfg:
+        from hitchhiker import environments  # here: the environments import this module
+
+        environments.get(cfg["environment"]).check_config(cfg)
+    data = cfg.get("data", {})
     if data.get("source") == "file" and not data.get("path"):
         raise HitchhikerError("config key data.path is required when data.source is file")
     rollout = cfg.get("rollout", {})

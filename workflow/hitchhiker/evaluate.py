@@ -4,21 +4,20 @@ Every policy (round 0 = the base model, then each round's) answers the same test
 one greedy completion and evaluate.samples_per_state sampled ones at the rollout
 temperature centre. Each answer is parsed and rewarded exactly as in training.
 
-Metrics, per decoding mode:
+Metrics, per decoding mode (an episode of a multi-turn environment is one answer):
   valid_rate      share of answers that parse; invalid_reasons counts the rest by reason
   hallucination   per kind, the share of answers with at least one claim of that kind the
-                  prompt does not support: unsupported_claim_rate (a return in percent),
-                  unshown_figure_rate, wrong_arithmetic_rate, wrong_label_rate,
-                  unshown_day_rate, unknown_ticker_rate; any_rate for any of them, and
-                  unsupported_per_answer, their mean count (hitchhiker/hallucination.py)
-  accuracy        among valid multi-ticker answers, the share whose top weight went to the
-                  ticker with the highest realised return; among valid elementwise answers
-                  with a position, the share whose sign matched the return's (flat excluded)
-  rank_ic         Spearman correlation of the answer's preference with realised returns
-  mean_reward     mean dollar reward per decision, invalid answers at the penalty
+                  prompt does not support (the environment's claim_rates; for the market:
+                  unsupported_claim_rate, a return in percent, unshown_figure_rate,
+                  wrong_arithmetic_rate, wrong_label_rate, unshown_day_rate,
+                  unknown_ticker_rate), any_rate for any of them, and unsupported_per_answer
+  mean_reward     mean dollar reward per answer, invalid answers at the penalty
   hit_rate, median_reward, Sharpe and maximum drawdown of the portfolio the decisions
-  induce, brier (with a calibration table) for the answers' weights read as probabilities
-  (hitchhiker/metrics.py has the definitions).
+  induce (hitchhiker/metrics.py has the definitions); accuracy where the environment's
+  score says whether an answer was right (``correct``)
+  and the environment's own (answer_metrics): for the market, accuracy's n, rank_ic and
+  brier with a calibration table; for the sequential portfolio, episode return, turnover
+  and drawdown.
 ``n`` gives the answers behind each figure. Intervals are 95%, from a block bootstrap over
 decision dates (states on the same date share a market, and overlapping horizons share
 days, so they are resampled together).
@@ -34,8 +33,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hitchhiker import artifacts, cli, config, frequency, hallucination, rollout, score
-from hitchhiker.metrics import block_bootstrap_ci, block_length, brier, calibration, decision_stats, rank_ic
+from hitchhiker import artifacts, cli, config, environments, frequency, rollout
+from hitchhiker.metrics import block_bootstrap_ci, block_length, decision_stats
 
 SECTIONS = ["run", "seed", "environment", "states", "model", "rollout", "reward", "evaluate"]
 
@@ -47,32 +46,7 @@ def held_out_states(states: pd.DataFrame, split: str, max_states: int, seed: int
     return part.iloc[pick].reset_index(drop=True)
 
 
-def correct(preds: pd.DataFrame, outcomes: pd.DataFrame) -> pd.Series:
-    """1.0 if a valid answer is right, 0.0 if wrong, NaN if invalid, flat or split evenly at the top."""
-    fwd = outcomes.set_index("state_id")["forward_returns"]
-    out = []
-    for sid, valid, w in zip(preds.state_id, preds.valid, preds.weights, strict=True):
-        r = np.asarray(fwd[sid])
-        w = np.asarray(w)
-        if not valid or not np.any(w) or (len(w) > 1 and (w == w.max()).sum() > 1):
-            out.append(np.nan)  # no direction, or no single top pick
-        elif len(r) == 1:
-            out.append(float(np.sign(w[0]) == np.sign(r[0])))
-        else:
-            out.append(float(r[np.argmax(w)] >= r.max()))
-    return pd.Series(out, index=preds.index)
-
-
-def preference(preds: pd.DataFrame) -> list[list[float]]:
-    """What each answer prefers, per ticker: its weights, or for a ranking k - rank."""
-    out = []
-    for ranking, w in zip(preds.ranking, preds.weights, strict=True):
-        ranking = list(ranking)
-        out.append([float(len(ranking) - ranking.index(j)) for j in range(len(ranking))] if ranking else list(w))
-    return out
-
-
-def metrics(preds: pd.DataFrame, states_cfg: dict, seed: int, per_year: int = 252) -> dict:
+def metrics(preds: pd.DataFrame, env, states_cfg: dict, seed: int, per_year: int = 252) -> dict:
     h, stride = states_cfg["horizon"], states_cfg["stride"]
     block = block_length(h, stride)
     out = {}
@@ -81,18 +55,14 @@ def metrics(preds: pd.DataFrame, states_cfg: dict, seed: int, per_year: int = 25
         m["states"] = int(part.state_id.nunique())
         m["invalid_reasons"] = part.invalid_reason.dropna().value_counts().to_dict()
         m["n_valid"] = int(part.valid.sum())
-        m["n_accuracy"] = int(part.correct.notna().sum())
         m["hallucination"] = {
             "answers_with_claims": int((part.claims > 0).sum()),
             "claims": int(part.claims.sum()),
         }
-        for key, col in hallucination.indicators(part).items():
+        for key, col in env.claim_rates(part).items():
             mean, lo, hi = block_bootstrap_ci(col, part.date, block, seed)
             m["hallucination"][key] = {"mean": mean, "ci95": [lo, hi]}
-        for key, series in (("rank_ic", rank_ic(part)), ("brier", brier(part))):
-            mean, lo, hi = block_bootstrap_ci(series.to_numpy(), series.index.to_numpy(), block, seed)
-            m[key] = {"mean": mean, "ci95": [lo, hi], "n": len(series)}
-        m["calibration"] = calibration(part)
+        m |= env.answer_metrics(part, block, seed)
         out[mode] = m
     return out
 
@@ -118,24 +88,19 @@ def main(argv: list[str] | None = None) -> None:
     both = pd.concat([states, states], ignore_index=True)
     preds = rollout.sample(both, args.policy, cfg, temps, ev["samples_per_state"], seed, f"evaluate round {args.round}")
     preds.insert(1, "mode", np.where(preds["temperature"] == 0, "greedy", "sampled"))
-    preds = pd.concat([preds, score.score_frame(preds, outcomes, cfg)], axis=1)
-    preds["correct"] = correct(preds, outcomes)
-    preds = preds.merge(states[["state_id", "date", "format", "tickers", "prompt"]], on="state_id")
+    env = environments.get(cfg["environment"])
+    preds = pd.concat([preds, env.score(preds, states, outcomes, cfg["reward"])], axis=1)
+    preds = preds.merge(states[["state_id", "date", "format", "tickers"]], on="state_id")
     preds = preds.merge(outcomes[["state_id", "forward_returns"]], on="state_id")
-    preds["preference"] = preference(preds)
-    checks = [
-        hallucination.check(c, p, t) for c, p, t in zip(preds.completion, preds.prompt, preds.tickers, strict=True)
-    ]
-    preds[list(hallucination.Claims._fields)] = pd.DataFrame(checks, index=preds.index)
     preds.insert(0, "round", args.round)
-    preds = preds.drop(columns=["prompt_ids", "completion_ids", "logprobs", "prompt"])
+    preds = preds.drop(columns=["prompt_ids", "completion_ids", "logprobs"])
     freq = frequency.of_outcomes(
         states.date, states.merge(outcomes, on="state_id").outcome_date, states.horizon.iloc[0]
     )
     result = {
         "round": args.round,
         "policy": args.policy,
-        **metrics(preds, cfg["states"], seed, frequency.per_year(freq)),
+        **metrics(preds, env, cfg["states"], seed, frequency.per_year(freq)),
     }
     artifacts.write_parquet(preds, args.predictions)
     artifacts.write_json(result, args.metrics)

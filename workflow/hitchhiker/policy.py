@@ -10,6 +10,7 @@ meta-llama/Llama-3.2-3B-Instruct.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -101,23 +102,9 @@ def chat(tokenizer, user_message: str) -> str:
     )
 
 
-def _corpus(tickers: list[str], seed: int, n: int = 400) -> list[str]:
-    from hitchhiker.environments import market
-
-    rng = np.random.default_rng(seed)
-    texts = []
-    for k in range(n):
-        fmt = "pairwise" if k % 2 else "elementwise"
-        names = list(rng.choice(tickers, size=2 if fmt == "pairwise" else 1))
-        rets = rng.normal(0, 0.015, size=(len(names), 10))
-        texts.append(market.render(fmt, names, rets, int(rng.integers(1, 21))))
-        action = rng.choice(["long", "flat", "short"] if fmt == "elementwise" else ["A", "B"])
-        texts.append(f"{action} because the recent returns are {rng.choice(['higher', 'lower'])}.")
-    return texts
-
-
-def build_tiny(out_dir: Path, model_cfg: dict, tickers: list[str], seed: int) -> None:
-    """A small random-init LlamaForCausalLM with a BPE tokenizer trained here, in HF format."""
+def build_tiny(out_dir: Path, model_cfg: dict, tickers: list[str], seed: int, env) -> None:
+    """A small random-init LlamaForCausalLM with a BPE tokenizer trained here on the
+    environment ``env``'s texts (its corpus), in HF format."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -134,7 +121,7 @@ def build_tiny(out_dir: Path, model_cfg: dict, tickers: list[str], seed: int) ->
     trainer = trainers.BpeTrainer(
         vocab_size=tiny["vocab_size"], special_tokens=SPECIAL, initial_alphabet=alphabet, show_progress=False
     )
-    core.train_from_iterator(_corpus(tickers, seed), trainer=trainer)
+    core.train_from_iterator(env.corpus(tickers, seed), trainer=trainer)
     tok = PreTrainedTokenizerFast(
         tokenizer_object=core, pad_token="<|pad|>", unk_token="<|unk|>", eos_token="<|end|>", bos_token=None
     )
@@ -165,36 +152,57 @@ def build_tiny(out_dir: Path, model_cfg: dict, tickers: list[str], seed: int) ->
         temperature=1.0,
     )
     if tiny["format_warmup_steps"]:
-        _format_warmup(model, tok, tickers, seed, tiny["format_warmup_steps"])
+        _format_warmup(model, tok, env, tickers, seed, tiny["format_warmup_steps"])
     model.save_pretrained(out_dir / "model")
     tok.save_pretrained(out_dir / "model")
+
+
+def turn_text(tokenizer, message: str, eos_written: bool) -> str:
+    """The text that follows an assistant answer when the environment takes the next turn
+    with user ``message``, in the chat template's own form: the end of the assistant turn
+    (less the EOS when the model wrote it) and the user turn, up to the assistant's next
+    generation prompt. Read from the template with markers; a template that does not extend
+    a conversation by appending to it is refused."""
+    closing, before, after = _turn_parts(tokenizer)
+    if eos_written and tokenizer.eos_token and closing.startswith(tokenizer.eos_token):
+        closing = closing[len(tokenizer.eos_token) :]
+    return f"{closing}{before}{message}{after}"
+
+
+@functools.cache  # per tokenizer object: every turn of every episode uses it
+def _turn_parts(tokenizer) -> tuple[str, str, str]:
+    answer, user = "\x03", "\x04"
+    conv = [{"role": "user", "content": "\x02"}, {"role": "assistant", "content": answer}]
+    head = tokenizer.apply_chat_template(conv, tokenize=False)
+    full = tokenizer.apply_chat_template(
+        [*conv, {"role": "user", "content": user}], add_generation_prompt=True, tokenize=False
+    )
+    if not full.startswith(head) or head.count(answer) != 1 or full.count(user) != 1:
+        raise HitchhikerError(
+            f"model {tokenizer.name_or_path}: its chat template does not extend a conversation by appending "
+            "to it, so multi-turn episodes cannot be played"
+        )
+    before, after = full[len(head) :].split(user)
+    return head.split(answer)[1], before, after
 
 
 def _pad(x: list[int], value: int, width: int) -> list[int]:
     return x + [value] * (width - len(x))
 
 
-def _format_warmup(model, tok, tickers: list[str], seed: int, steps: int, batch: int = 12) -> None:
+def _format_warmup(model, tok, env, tickers: list[str], seed: int, steps: int, batch: int = 12) -> None:
     """Supervised steps on prompts of every format, window and horizon, each answered once
     with every valid first word (A and B; long, flat and short; ...) and a stock reason: the
     model learns the answer format and, since every prompt carries every label equally,
     no preference among them (a batch of randomly drawn labels would leave one). Loss on the
     answer tokens only. Hand-written rather than TRL's SFTTrainer: a few hundred steps on a
     model of a few hundred kilobytes, where the trainer's set-up would cost more."""
-    from hitchhiker.environments import answers, market
-
     rng = np.random.default_rng(seed + 1)
-    sizes = {f: k for f, k in {"elementwise": 1, "pairwise": 2, "listwise": 4}.items() if k <= len(tickers)}
     examples = []  # per prompt, one (input ids, labels) row per first word
     for i in range(64 * batch):
-        fmt = list(sizes)[i % len(sizes)]
-        k = sizes[fmt]
-        names = list(rng.choice(tickers, size=k, replace=False))
-        rets = rng.normal(0, 0.01, size=(k, int(rng.integers(2, 11))))
-        prompt = market.render(fmt, names, rets, int(rng.integers(1, 21)))
+        prompt, words = env.practice_turn(tickers, rng, i)
         ids = tok(chat(tok, prompt), add_special_tokens=False).input_ids
         reason = f" because the recent returns are {rng.choice(['higher', 'lower'])}.{tok.eos_token}"
-        words = ["long", "flat", "short"] if fmt == "elementwise" else list(answers.labels(k))
         rows = []
         for word in words:
             target = tok(word + reason, add_special_tokens=False).input_ids

@@ -1,4 +1,5 @@
-"""rollout: sample B completions per train state with the policy of the previous round.
+"""rollout: sample B completions (episodes, in a multi-turn environment) per train state with
+the policy of the previous round.
 
 Round r draws rollout.states_per_round train states (a fresh seeded draw per round) and
 rolls them out with policy round r-1; each state's temperature is drawn uniformly from
@@ -14,12 +15,20 @@ Usage:
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
-from hitchhiker import artifacts, cli, config, generation, policy
+from hitchhiker import artifacts, cli, config, environments, generation, policy
 
-SECTIONS = ["run", "seed", "model", "rollout"]
+SECTIONS = ["run", "seed", "environment", "model", "rollout"]
+
+
+def _next_turn(env, states: pd.DataFrame, i: int, answers: list[str]):
+    """The environment's next user message in the episode of state row ``i`` (module level:
+    vLLM engines in other processes receive it pickled)."""
+    return env.next_turn(states.iloc[i], answers)
 
 
 def sample(
@@ -32,6 +41,7 @@ def sample(
     else:
         model, tok = policy.load(policy_dir, model_cfg)
     prompt_ids = [tok(policy.chat(tok, p), add_special_tokens=False).input_ids for p in states["prompt"]]
+    next_turn = functools.partial(_next_turn, environments.get(cfg["environment"]), states)
     if ro["backend"] == "vllm":
         ref, adapter = policy.model_ref(policy_dir), None
         if ro["vllm_lora"] and (lora := policy.lora_adapter(policy_dir)):
@@ -48,11 +58,17 @@ def sample(
             dtype=model_cfg["dtype"],
             cpu_kv_cache_gib=ro["vllm_cpu_kv_cache_gib"],
             adapter=adapter,
+            next_turn=next_turn,
+            tokenizer=tok,
         )
     else:
-        rows = generation.transformers_generate(
-            model, tok, prompt_ids, list(temperatures), n, ro["max_new_tokens"], ro["batch_size"], seed, desc
-        )
+
+        def generate(ids, temps, n_per, seed_):
+            return generation.transformers_generate(
+                model, tok, ids, temps, n_per, ro["max_new_tokens"], ro["batch_size"], seed_, desc
+            )
+
+        rows = generation.play(generate, tok, prompt_ids, list(temperatures), n, next_turn, seed)
     out = pd.DataFrame(rows)
     out.insert(0, "state_id", states["state_id"].to_numpy()[out.pop("prompt_index")])
     out["backend"] = generation.backend_version(ro["backend"])

@@ -1,19 +1,10 @@
-"""score: parse each completion, compute its dollar reward, and add the round to the
-DuckDB replay buffer.
+"""score: the environment scores each completion (its action, its dollar reward, the claims
+its rationale makes that the state does not support); the round goes into the replay buffer
+(hitchhiker/buffer.py).
 
-The buffer of round r is a copy of round r-1's with round r's rows added, so every
-round's buffer is an immutable artifact and the file accumulates across rounds. Tables
-(keys in brackets; re-scoring a round replaces its rows):
-  states    [run, state_id]                   the train and test states
-  outcomes  [run, state_id]                   realised forward returns per ticker
-  prompts   [run, round, state_id]             the prompt token ids the round's policy saw
-  rollouts  [run, round, state_id, sample_idx] completions, their token ids, behaviour logprobs
-  scores    [run, round, state_id, sample_idx] action, weights, valid, invalid_reason, ranking,
-                                               market_reward, unsupported_claims, reward
-
-reward, what GRPO trains on, is the market reward less reward.unsupported_claim_penalty for
-each claim of the completion that its prompt does not support (hitchhiker/hallucination.py;
-counted always, charged only when the penalty is set).
+The stored reward, what GRPO trains on, is the environment's reward (``market_reward``) less
+reward.unsupported_claim_penalty for each unsupported claim (counted always, charged only
+when the penalty is set): the grounding reward.
 
 Usage:
   python -m hitchhiker.score --config config.yaml --round 1 \\
@@ -25,48 +16,9 @@ Usage:
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
-import duckdb
-import numpy as np
-import pandas as pd
-
-from hitchhiker import artifacts, cli, config, hallucination
-from hitchhiker.environments import answers
+from hitchhiker import artifacts, buffer, cli, config, environments
 
 SECTIONS = ["run", "environment", "reward"]
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS states (run VARCHAR, state_id VARCHAR, split VARCHAR, format VARCHAR,
-  date TIMESTAMP, horizon INTEGER, tickers VARCHAR[], prompt VARCHAR, history_days INTEGER,
-  PRIMARY KEY (run, state_id));
-CREATE TABLE IF NOT EXISTS outcomes (run VARCHAR, state_id VARCHAR, split VARCHAR, format VARCHAR,
-  outcome_date TIMESTAMP, tickers VARCHAR[], forward_returns DOUBLE[], PRIMARY KEY (run, state_id));
-CREATE TABLE IF NOT EXISTS prompts (run VARCHAR, round INTEGER, state_id VARCHAR, prompt_ids INTEGER[],
-  PRIMARY KEY (run, round, state_id));
-CREATE TABLE IF NOT EXISTS rollouts (run VARCHAR, round INTEGER, state_id VARCHAR, sample_idx INTEGER,
-  temperature DOUBLE, completion_ids INTEGER[], logprobs DOUBLE[],
-  finish VARCHAR, completion VARCHAR, policy VARCHAR, backend VARCHAR, PRIMARY KEY (run, round, state_id, sample_idx));
-CREATE TABLE IF NOT EXISTS scores (run VARCHAR, round INTEGER, state_id VARCHAR, sample_idx INTEGER,
-  action VARCHAR, weights DOUBLE[], valid BOOLEAN, invalid_reason VARCHAR, ranking INTEGER[],
-  market_reward DOUBLE, unsupported_claims INTEGER, reward DOUBLE, PRIMARY KEY (run, round, state_id, sample_idx));
-"""
-
-
-def score_frame(samples: pd.DataFrame, outcomes: pd.DataFrame, cfg: dict) -> pd.DataFrame:
-    """action, weights, valid, invalid_reason, ranking, reward for each sample row (never raises)."""
-    out = outcomes.set_index("state_id")
-    pos = out.index.get_indexer(samples["state_id"])
-    k_state = np.fromiter(map(len, out["forward_returns"]), np.int64, len(out))
-    fwd_state = np.zeros((len(out), max(1, k_state.max(initial=1))))
-    fwd_state[np.arange(fwd_state.shape[1]) < k_state[:, None]] = np.concatenate(
-        [np.asarray(r, dtype=float) for r in out["forward_returns"]]
-    )
-    frame = answers.score_many(
-        samples["completion"], out["format"].to_numpy()[pos], fwd_state[pos], k_state[pos], cfg["reward"]
-    )
-    return frame.set_axis(samples.index)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -82,10 +34,8 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     cfg = config.load(args.config, set(SECTIONS))
     run = cfg["run"]
-    if args.previous and not Path(args.previous).is_file():
-        raise cli.HitchhikerError(f"previous replay buffer {args.previous} does not exist")
     rollouts = artifacts.read_table(args.rollouts, artifacts.ROLLOUTS)  # Arrow: token lists go to DuckDB as-is
-    keys = rollouts.select(["round", "state_id", "sample_idx", "completion"]).to_pandas()
+    keys = rollouts.select(["round", "state_id", "sample_idx", "completion", "answers"]).to_pandas()
     if set(keys["round"]) != {args.round}:
         raise cli.HitchhikerError(
             f"{args.rollouts} holds rounds {sorted(set(keys['round']))}, not --round {args.round}"
@@ -101,42 +51,13 @@ def main(argv: list[str] | None = None) -> None:
     missing = set(keys["state_id"].unique()) - set(outcomes["state_id"])
     if missing:
         raise cli.HitchhikerError(f"{args.rollouts}: state {min(missing)} has no outcome in {args.outcomes}")
-    scores = pd.concat([keys.drop(columns="completion"), score_frame(keys, outcomes, cfg)], axis=1)
-    shown = states.select(["state_id", "prompt", "tickers"]).to_pandas().set_index("state_id")
-    seen = shown.loc[keys["state_id"]]
-    scores["unsupported_claims"] = [
-        hallucination.count(c, p, t)
-        for c, p, t in zip(keys["completion"], seen["prompt"], seen["tickers"], strict=True)
-    ]
-    scores["market_reward"] = scores["reward"]
-    scores["reward"] = (
-        scores["market_reward"] - cfg["reward"]["unsupported_claim_penalty"] * scores["unsupported_claims"]
-    )
-
-    with artifacts.atomic_path(args.out) as tmp:
-        if args.previous:
-            shutil.copyfile(args.previous, tmp)
-        with duckdb.connect(str(tmp)) as con:
-            con.execute(SCHEMA)
-            con.execute("BEGIN TRANSACTION")
-            # table names are our constants; values always travel as parameters or registered frames
-            con.register("states_in", states)
-            con.register("outcomes_in", outcomes)
-            con.register("rollouts_in", rollouts)
-            con.register("prompts_in", prompts)
-            con.register("scores_in", scores)
-            for name in ("states", "outcomes"):
-                con.execute(f"DELETE FROM {name} WHERE run = ?", [run])
-                con.execute(f"INSERT INTO {name} BY NAME SELECT ?::VARCHAR AS run, * FROM {name}_in", [run])
-            for name in ("prompts", "rollouts", "scores"):
-                con.execute(f"DELETE FROM {name} WHERE run = ? AND round = ?", [run, args.round])
-            for name in ("prompts", "rollouts", "scores"):
-                con.execute(f"INSERT INTO {name} BY NAME SELECT ?::VARCHAR AS run, * FROM {name}_in", [run])
-            con.execute("COMMIT")
-            valid, mean, claims = con.execute(
-                "SELECT avg(valid::INT), avg(reward), avg(unsupported_claims) FROM scores WHERE run = ? AND round = ?",
-                [run, args.round],
-            ).fetchone()
+    env = environments.get(cfg["environment"])
+    scored = env.score(keys, states.select(["state_id", "prompt", "tickers"]).to_pandas(), outcomes, cfg["reward"])
+    scores = keys.drop(columns=["completion", "answers"]).join(scored.rename(columns={"reward": "market_reward"}))
+    penalty = cfg["reward"]["unsupported_claim_penalty"]
+    scores["reward"] = scores["market_reward"] - penalty * scores["unsupported_claims"]
+    tables = {"states": states, "outcomes": outcomes, "prompts": prompts, "rollouts": rollouts}
+    valid, mean, claims = buffer.write(args.out, args.previous, run, args.round, tables | {"scores": scores})
     print(
         f"score: round {args.round}, {len(scores)} samples, valid {valid:.1%}, mean reward {mean:+.4f}, "
         f"unsupported claims per sample {claims:.2f} -> {args.out}"

@@ -36,9 +36,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from hitchhiker import artifacts, cli, config, environments, frequency, hallucination
-from hitchhiker.environments import Action
-from hitchhiker.metrics import decision_stats, paired_difference, portfolio_returns
+from hitchhiker import artifacts, cli, config, environments, frequency
+from hitchhiker.metrics import block_bootstrap_ci, block_length, decision_stats, paired_difference, portfolio_returns
 
 SECTIONS = ["run", "seed", "environment", "states", "reward"]
 MODES = ("greedy", "sampled")
@@ -50,10 +49,10 @@ def per_state(preds: pd.DataFrame, round_: int, mode: str, column: str = "reward
     return part.groupby(["state_id", "date"])[column].mean()
 
 
-def paired_rates(preds: pd.DataFrame, round_: int, h: int, stride: int, seed: int) -> dict:
+def paired_rates(preds: pd.DataFrame, env, round_: int, h: int, stride: int, seed: int) -> dict:
     """Round ``round_`` minus the base policy, state by state, in the valid rate and in each
     hallucination rate (the share of answers with a claim of that kind)."""
-    rates = hallucination.indicators(preds).drop(columns="unsupported_per_answer")
+    rates = env.claim_rates(preds).drop(columns="unsupported_per_answer")
     preds = pd.concat([preds, rates], axis=1).assign(valid_rate=preds["valid"].astype(float))
     out = {}
     for mode in MODES:
@@ -62,25 +61,6 @@ def paired_rates(preds: pd.DataFrame, round_: int, h: int, stride: int, seed: in
             cur, base = per_state(preds, round_, mode, column), per_state(preds, 0, mode, column)
             out[mode][column] = paired_difference(cur, base, cur.index.get_level_values("date"), h, stride, seed)
     return out
-
-
-def baseline_rewards(states: pd.DataFrame, outcomes: pd.DataFrame, env, reward_cfg: dict) -> pd.DataFrame:
-    """One row per (baseline, state): date and reward, under the same reward (costs, benchmark) as the policy."""
-    fwd = outcomes.set_index("state_id").loc[states.state_id, "forward_returns"].to_numpy()
-    rows = []
-    for name, weights in env.baselines(states).items():
-        rewards = [env.reward(Action(True, name, w), r, reward_cfg) for w, r in zip(weights, fwd, strict=True)]
-        rows.append(
-            pd.DataFrame(
-                {
-                    "baseline": name,
-                    "state_id": states.state_id.to_numpy(),
-                    "date": states.date.to_numpy(),
-                    "reward": rewards,
-                }
-            )
-        )
-    return pd.concat(rows, ignore_index=True)
 
 
 def _interval_plot(ax, xs, stats, color, label):
@@ -99,7 +79,10 @@ def plot_learning_curve(rounds: list[dict], path) -> None:
         "mean_reward": "mean reward per decision ($)",
     }
     xs = [m["round"] for m in rounds]
-    for ax, (key, title) in zip(axes, titles.items(), strict=True):
+    titles = {k: v for k, v in titles.items() if k in rounds[0]["greedy"]}  # accuracy: where the environment says
+    for ax in axes[len(titles) :]:
+        ax.set_axis_off()
+    for ax, (key, title) in zip(axes, titles.items(), strict=False):
         for mode, color in zip(MODES, ("tab:blue", "tab:orange"), strict=True):
             _interval_plot(ax, xs, [m[mode][key] for m in rounds], color, mode)
         ax.set_title(title)
@@ -136,7 +119,7 @@ def plot_calibration(rounds: list[dict], path) -> None:
     for ax, mode in zip(axes, MODES, strict=True):
         ax.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle="--")
         for m in (rounds[0], rounds[-1]) if len(rounds) > 1 else rounds[:1]:
-            table = m[mode]["calibration"]
+            table = m[mode].get("calibration")  # the market's answers read as forecasts
             if table:
                 ax.scatter(
                     [b["forecast"] for b in table],
@@ -199,15 +182,23 @@ def main(argv: list[str] | None = None) -> None:
     states = artifacts.read_parquet(args.states, artifacts.STATES).set_index("state_id")
     evaluated = states.loc[sorted(preds.state_id.unique())].reset_index()
     outcomes = artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES)
-    base_rows = baseline_rewards(evaluated, outcomes, environments.get(cfg["environment"]), cfg["reward"])
+    env = environments.get(cfg["environment"])
+    base_rows = env.baselines(evaluated, outcomes, cfg["reward"])
     outcome_dates = outcomes.set_index("state_id").outcome_date[evaluated.state_id]
     per_year = frequency.per_year(frequency.of_outcomes(evaluated.date, outcome_dates, h))
-    baselines = {name: decision_stats(part, h, stride, seed, per_year) for name, part in base_rows.groupby("baseline")}
+    baselines = {}
+    for name, part in base_rows.groupby("baseline"):
+        baselines[name] = decision_stats(part, h, stride, seed, per_year)
+        for column in part.columns.difference(["baseline", "state_id", "date", "reward"]):  # the environment's own
+            mean, lo, hi = block_bootstrap_ci(part[column], part["date"], block_length(h, stride), seed)
+            baselines[name][column] = {"mean": mean, "ci95": [lo, hi]}
 
     last = rounds[-1]["round"]
     base = {mode: per_state(preds, 0, mode) for mode in MODES}
     minus_base, minus_baseline = {}, {}
-    rates_minus_base = {f"round_{m['round']}": paired_rates(preds, m["round"], h, stride, seed) for m in rounds[1:]}
+    rates_minus_base = {
+        f"round_{m['round']}": paired_rates(preds, env, m["round"], h, stride, seed) for m in rounds[1:]
+    }
     for m in rounds[1:]:
         minus_base[f"round_{m['round']}"] = {}
         for mode in MODES:

@@ -5,6 +5,7 @@ from pathlib import Path
 from snakemake.utils import validate
 
 from hitchhiker import config as hh_config
+from hitchhiker import sources
 from hitchhiker.cli import HitchhikerError
 from hitchhiker.fetch_prices import SAMPLE, preflight
 
@@ -42,14 +43,15 @@ wildcard_constraints:
     e="[0-9]+",
 
 
-def cfg(*sections):
-    """The config sections a stage reads, as the JSON its --config takes (quote with :q)."""
-    return hh_config.subset(config, ["run", *sections])
+def cfg(stage):
+    """The config sections a stage reads (its SECTIONS), as the JSON its --config takes (quote with :q)."""
+    return hh_config.subset(config, sources.sections(stage))
 
 
-def code(*modules):
-    """A stage's own source files as inputs: editing one reruns that stage and what follows."""
-    return [f"{workflow.basedir}/workflow/hitchhiker/{m}.py" for m in modules]
+def code(stage):
+    """The source files a stage runs (its module and every hitchhiker module it imports) as
+    inputs: editing one reruns that stage and what follows."""
+    return sources.files(stage)
 
 
 def policy(r):

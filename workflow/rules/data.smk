@@ -16,7 +16,7 @@ rule fetch_prices:
             if config["data"]["source"] == "file"
             else {}
         ),
-        code=code("fetch_prices", "frequency"),
+        code=code("fetch_prices"),
     output:
         f"{RESULTS}/prices.parquet",
     log:
@@ -26,14 +26,14 @@ rule fetch_prices:
     conda:
         "../../envs/data.yaml"
     params:
-        cfg=cfg("data", "states"),
+        cfg=cfg("fetch_prices"),
     shell:
         "python -m hitchhiker.fetch_prices --config {params.cfg:q} --out {output:q} 2>&1 | tee {log:q}"
 
 
 rule base_model:
     input:
-        code=code("base_model", "bundled_model", "policy"),
+        code=code("base_model"),
     output:
         directory(policy(0)),
     log:
@@ -43,7 +43,7 @@ rule base_model:
     conda:
         "../../envs/train.yaml"
     params:
-        cfg=cfg("seed", "data", "model"),
+        cfg=cfg("base_model"),
     shell:
         "python -m hitchhiker.base_model --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
@@ -51,13 +51,7 @@ rule base_model:
 rule build_states:
     input:
         **({"news": config["data"]["news"]} if config["data"]["news"] else {}),
-        code=code(
-            "build_states",
-            "frequency",
-            "environments/market",
-            "environments/answers",
-            "environments/synthetic",
-        ),
+        code=code("build_states"),
         prices=f"{RESULTS}/prices.parquet",
         policy=policy(0),
     output:
@@ -70,7 +64,7 @@ rule build_states:
     conda:
         "../../envs/data.yaml"
     params:
-        cfg=cfg("seed", "environment", "data", "states", "model"),
+        cfg=cfg("build_states"),
     shell:
         "python -m hitchhiker.build_states --config {params.cfg:q} --prices {input.prices:q}"
         " --policy {input.policy:q} --states {output.states:q} --outcomes {output.outcomes:q} > {log:q} 2>&1"
@@ -78,7 +72,8 @@ rule build_states:
 
 rule audit:
     input:
-        code=code("audit", "frequency", "environments/market", "environments/synthetic"),
+        **({"news": config["data"]["news"]} if config["data"]["news"] else {}),
+        code=code("audit"),
         prices=f"{RESULTS}/prices.parquet",
         states=f"{RESULTS}/states.parquet",
         outcomes=f"{RESULTS}/outcomes.parquet",
@@ -91,7 +86,7 @@ rule audit:
     conda:
         "../../envs/data.yaml"
     params:
-        cfg=cfg("seed", "environment", "data", "states"),
+        cfg=cfg("audit"),
     shell:
         "python -m hitchhiker.audit --config {params.cfg:q} --prices {input.prices:q} --states {input.states:q}"
         " --outcomes {input.outcomes:q} --out {output:q} 2>&1 | tee {log:q}"

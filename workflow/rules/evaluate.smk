@@ -1,15 +1,6 @@
 rule evaluate:
     input:
-        code=code(
-            "evaluate",
-            "frequency",
-            "hallucination",
-            "metrics",
-            "rollout",
-            "generation",
-            "score",
-            "environments/answers",
-        ),
+        code=code("evaluate"),
         states=f"{RESULTS}/states.parquet",
         outcomes=f"{RESULTS}/outcomes.parquet",
         audit=f"{RESULTS}/audit.json",
@@ -24,9 +15,7 @@ rule evaluate:
     conda:
         "../../envs/evaluate.yaml"
     params:
-        cfg=cfg(
-            "seed", "environment", "states", "model", "rollout", "reward", "evaluate"
-        ),
+        cfg=cfg("evaluate"),
     shell:
         "python -m hitchhiker.evaluate --config {params.cfg:q} --round {wildcards.e} --states {input.states:q}"
         " --outcomes {input.outcomes:q} --policy {input.policy:q} --predictions {output.predictions:q}"
@@ -35,14 +24,7 @@ rule evaluate:
 
 rule summarize:
     input:
-        code=code(
-            "summarize",
-            "frequency",
-            "hallucination",
-            "metrics",
-            "environments/market",
-            "environments/answers",
-        ),
+        code=code("summarize"),
         states=f"{RESULTS}/states.parquet",
         outcomes=f"{RESULTS}/outcomes.parquet",
         predictions=expand(
@@ -76,7 +58,7 @@ rule summarize:
     conda:
         "../../envs/evaluate.yaml"
     params:
-        cfg=cfg("seed", "environment", "states", "reward"),
+        cfg=cfg("summarize"),
     shell:
         "python -m hitchhiker.summarize --config {params.cfg:q} --states {input.states:q}"
         " --outcomes {input.outcomes:q} --predictions {input.predictions:q} --metrics {input.metrics:q}"

@@ -1,6 +1,6 @@
 rule rollout:
     input:
-        code=code("rollout", "generation", "policy"),
+        code=code("rollout"),
         states=f"{RESULTS}/states.parquet",
         audit=f"{RESULTS}/audit.json",
         policy=lambda w: policy(int(w.r) - 1),
@@ -14,7 +14,7 @@ rule rollout:
     conda:
         "../../envs/rollout.yaml"
     params:
-        cfg=cfg("seed", "model", "rollout"),
+        cfg=cfg("rollout"),
     shell:
         "python -m hitchhiker.rollout --config {params.cfg:q} --round {wildcards.r} --states {input.states:q}"
         " --policy {input.policy:q} --out {output.rollouts:q} --prompts {output.prompts:q} > {log:q} 2>&1"
@@ -22,9 +22,7 @@ rule rollout:
 
 rule score:
     input:
-        code=code(
-            "score", "hallucination", "environments/market", "environments/answers"
-        ),
+        code=code("score"),
         rollouts=f"{RESULTS}/rollouts/round_{{r}}.parquet",
         prompts=f"{RESULTS}/rollouts/round_{{r}}.prompts.parquet",
         states=f"{RESULTS}/states.parquet",
@@ -41,7 +39,7 @@ rule score:
     conda:
         "../../envs/data.yaml"
     params:
-        cfg=cfg("environment", "reward"),
+        cfg=cfg("score"),
         previous=lambda w, input: (
             f"--previous {shlex.quote(input.previous[0])}" if input.previous else ""
         ),

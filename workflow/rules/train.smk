@@ -5,7 +5,7 @@ rule grpo_train:
             if config["train"]["accelerate_config"]
             else {}
         ),
-        code=code("grpo_train", "launch", "policy"),
+        code=code("grpo_train"),
         buffer=f"{RESULTS}/buffer/round_{{r}}.duckdb",
         policy=lambda w: policy(int(w.r) - 1),
     output:
@@ -17,7 +17,7 @@ rule grpo_train:
     conda:
         "../../envs/train.yaml"
     params:
-        cfg=cfg("seed", "model", "rollout", "train"),
+        cfg=cfg("grpo_train"),
         # one process per GPU the job was given, or train.num_processes if more (CPU workers)
         nproc=lambda w, resources: max(
             resources.get("gpu", 0), config["train"]["num_processes"]

@@ -14,21 +14,19 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hitchhiker.environments.market import Market
+from hitchhiker.environments import states
 
 PHI = 0.9
 VOL = 0.003
 
 
-class Synthetic(Market):
-    name = "synthetic"
-
-    def prices_for_states(self, prices: pd.DataFrame, cfg: dict) -> pd.DataFrame:
-        calendar = super().prices_for_states(prices, cfg)
-        rng = np.random.default_rng(cfg.get("seed", 0) + 7919)
-        shocks = rng.standard_normal(calendar.shape) * VOL
-        rets = np.zeros_like(shocks)
-        for t in range(1, len(rets)):
-            rets[t] = PHI * rets[t - 1] + shocks[t]
-        closes = 100.0 * np.exp(np.cumsum(np.log1p(np.clip(rets, -0.5, None)), axis=0))
-        return pd.DataFrame(closes, index=calendar.index, columns=calendar.columns)
+def simulated_closes(prices: pd.DataFrame, cfg: dict) -> pd.DataFrame:
+    """An AR(1) path per ticker (seeded by the config's seed) on the fetched close table's calendar."""
+    calendar = states.wide(prices, cfg)
+    rng = np.random.default_rng(cfg.get("seed", 0) + 7919)
+    shocks = rng.standard_normal(calendar.shape) * VOL
+    rets = np.zeros_like(shocks)
+    for t in range(1, len(rets)):
+        rets[t] = PHI * rets[t - 1] + shocks[t]
+    closes = 100.0 * np.exp(np.cumsum(np.log1p(np.clip(rets, -0.5, None)), axis=0))
+    return pd.DataFrame(closes, index=calendar.index, columns=calendar.columns)

@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 from hitchhiker import frequency
-from hitchhiker.environments import answers, market
+from hitchhiker.environments import answers, prompts
 
 _NUM = r"[+-]?\s?\d+(?:\.\d+)?"
 _PERCENT = re.compile(r"(?<![\w.])([+-]?)(\d+(?:\.\d+)?)\s*%")
@@ -139,7 +139,7 @@ def indicators(frame: pd.DataFrame) -> pd.DataFrame:
 def supported_returns(prompt: str) -> np.ndarray:
     """Returns (in percent) a prompt shows or implies: each period's and trailing compounded."""
     values = []
-    for daily in market.shown_returns(prompt):
+    for daily in prompts.shown_returns(prompt):
         growth = np.cumprod(1 + daily[::-1] / 100)  # trailing 1, 2, ... periods, newest first
         values.extend(daily)
         values.extend(100 * (growth[1:] - 1))
@@ -155,11 +155,11 @@ class _Reference(NamedTuple):
 @functools.lru_cache(maxsize=4096)
 def _reference(prompt: str) -> _Reference:
     """What a prompt shows, parsed once: a state's B samples (and its rounds) share the prompt."""
-    sections = market.shown(prompt).values()
+    sections = prompts.shown(prompt).values()
     implied = supported_returns(prompt)
     shown = np.asarray([v for section in sections for vals in section.values() for v in vals], dtype=float)
     periods = max((len(v) for section in sections for v in section.values()), default=0)
-    freq = next((f for f in frequency.FREQUENCIES if market.headers(f)["returns"] in prompt), "daily")
+    freq = next((f for f in frequency.FREQUENCIES if prompts.headers(f)["returns"] in prompt), "daily")
     return _Reference(implied, np.concatenate([shown, implied]), periods * 252 / frequency.per_year(freq))
 
 

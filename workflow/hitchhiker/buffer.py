@@ -1,0 +1,91 @@
+"""The replay buffer: one DuckDB file per round, holding every round so far.
+
+The buffer of round r is a copy of round r-1's with round r's rows added, so every round's
+buffer is an immutable artifact (Snakemake's) and the file accumulates across rounds. Tables
+(keys in brackets; writing a round again replaces its rows):
+  states    [run, state_id]                    the states table (the environment's columns)
+  outcomes  [run, state_id]                    the outcomes table (the environment's columns)
+  prompts   [run, round, state_id]              the first prompt's token ids the round's policy saw
+  rollouts  [run, round, state_id, sample_idx]  completions (whole episodes: completion_ids run
+                                                from the end of the prompt to the end of the
+                                                last answer), their behaviour logprobs,
+                                                model_mask (1 on the model's tokens, 0 on the
+                                                environment's turns) and answers (per turn)
+  scores    [run, round, state_id, sample_idx]  what the environment's score gives (action,
+                                                valid, invalid_reason, claim counts, ...),
+                                                market_reward (its reward) and reward (less
+                                                the grounding penalty): what GRPO trains on
+score writes a round (:func:`write`); grpo_train reads it back (:func:`replay`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+
+from hitchhiker import artifacts
+from hitchhiker.cli import HitchhikerError
+
+KEYS = {  # each table's key after run; writing a round again replaces the round's rows
+    "states": ["state_id"],
+    "outcomes": ["state_id"],
+    "prompts": ["round", "state_id"],
+    "rollouts": ["round", "state_id", "sample_idx"],
+    "scores": ["round", "state_id", "sample_idx"],
+}
+
+
+def write(
+    out: str | Path,
+    previous: str | Path | None,
+    run: str,
+    round_: int,
+    tables: dict[str, pd.DataFrame | pa.Table],
+) -> tuple[float, float, float]:
+    """The buffer of round ``round_``: ``previous`` (round r-1's, or None) with this round's
+    rows of ``tables`` (states, outcomes, prompts, rollouts, scores) in place of any it held,
+    written atomically to ``out``. Returns the round's valid rate, mean reward and unsupported
+    claims per sample, as stored."""
+    if previous and not Path(previous).is_file():
+        raise HitchhikerError(f"previous replay buffer {previous} does not exist")
+    with artifacts.atomic_path(out) as tmp:
+        if previous:
+            shutil.copyfile(previous, tmp)
+        with duckdb.connect(str(tmp)) as con:
+            con.execute("BEGIN TRANSACTION")
+            # table names are our constants; values always travel as parameters or registered frames
+            for name, table in tables.items():
+                con.register(f"{name}_in", table)
+                # the columns are the environment's: each table takes the first round's
+                con.execute(f"CREATE TABLE IF NOT EXISTS {name} AS SELECT ''::VARCHAR AS run, * FROM {name}_in LIMIT 0")
+            for name in ("states", "outcomes"):
+                con.execute(f"DELETE FROM {name} WHERE run = ?", [run])
+                con.execute(f"INSERT INTO {name} BY NAME SELECT ?::VARCHAR AS run, * FROM {name}_in", [run])
+            for name in ("prompts", "rollouts", "scores"):
+                con.execute(f"DELETE FROM {name} WHERE run = ? AND round = ?", [run, round_])
+                con.execute(f"INSERT INTO {name} BY NAME SELECT ?::VARCHAR AS run, * FROM {name}_in", [run])
+            con.execute("COMMIT")
+            return con.execute(
+                "SELECT avg(valid::INT), avg(reward), avg(unsupported_claims) FROM scores WHERE run = ? AND round = ?",
+                [run, round_],
+            ).fetchone()
+
+
+def replay(buffer: str | Path, run: str, round_: int, rounds: int = 1) -> pd.DataFrame:
+    """The samples of rounds round_ - rounds + 1 .. round_ with their rewards, one GRPO group
+    per (round, state) named "round/state_id", ordered by group and sample index."""
+    if not Path(buffer).is_file():
+        raise HitchhikerError(f"replay buffer {buffer} does not exist")
+    with duckdb.connect(str(buffer), read_only=True) as con:
+        return con.execute(
+            """SELECT r.round || '/' || r.state_id AS "group", r.round, r.state_id, r.sample_idx, p.prompt_ids,
+                      r.completion_ids, r.logprobs, r.model_mask, s.reward
+               FROM rollouts r JOIN scores s USING (run, round, state_id, sample_idx)
+               JOIN prompts p USING (run, round, state_id)
+               WHERE r.run = ? AND r.round BETWEEN ? AND ? ORDER BY r.round, r.state_id, r.sample_idx""",
+            [run, round_ - rounds + 1, round_],
+        ).df()

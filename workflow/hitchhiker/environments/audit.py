@@ -1,0 +1,152 @@
+"""The leakage audit of the market environments: every state re-made from the data up to its
+decision date, compared byte for byte.
+
+For each group of states of one format and one history length, the prompts are rendered
+again from the closes (and volume, and headlines) of the periods ending at each state's
+decision date T, with the same code that built them, and compared with the stored prompts
+as strings; the structured ``shown_returns`` and the outcomes (the return from T to
+T + horizon, dated T + horizon) are compared as arrays. A prompt that differs in any
+character, for instance a value of T + 1 or a later headline, fails with one line naming
+the state and what differs. Then consecutive splits must be an embargo apart, with no
+outcome of the earlier split reaching the later one's first decision date.
+
+Vectorised like the build (no Python loop per state): benchmarks/audit measures it in
+states a minute.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hitchhiker import config, frequency
+from hitchhiker.cli import HitchhikerError
+from hitchhiker.environments import prompts
+from hitchhiker.environments import states as states_mod
+
+
+def _first_difference(got: str, expect: str, freq: str, history_days: int, date: pd.Timestamp) -> str:
+    """What differs between a stored prompt and the one its data gives, in words."""
+    got_lines, want_lines = got.splitlines(), expect.splitlines()
+    header = {v: k for k, v in prompts.headers(freq).items()}
+    section = None
+    for line, want in itertools.zip_longest(got_lines, want_lines, fillvalue=""):
+        if line in header:
+            section = header[line]
+        elif line == prompts.NEWS:
+            section = "news"
+        if line == want:
+            continue
+        if section == "news" and line[:4].isdigit():
+            if pd.Timestamp(line[:10]) > date:
+                return f"headline dated after the decision date: {line}"
+            return f"headline not among its tickers' latest up to the decision date: {line}"
+        if section in header.values() and ": " in line:
+            ticker = line.split(": ", 1)[0].split("(")[-1].rstrip(")")
+            return (
+                f"the {ticker} {section} in the prompt are not the {frequency.periods(freq, history_days)} "
+                "ending at the decision date"
+            )
+        return f"the prompt is not the one its data up to the decision date gives (first difference: {line!r})"
+    return "the prompt is not the one its data up to the decision date gives"
+
+
+def _flat(column: pd.Series, depth: int) -> np.ndarray:
+    """The values of a list column (``depth`` levels of lists) as one flat array."""
+    arr = pa.array(column.map(list) if column.dtype == object else column)
+    for _ in range(depth):
+        arr = pc.list_flatten(arr)
+    return arr.to_numpy(zero_copy_only=False).astype(float)
+
+
+def audit(
+    wide_closes: pd.DataFrame,
+    volume: np.ndarray | None,
+    states: pd.DataFrame,
+    outcomes: pd.DataFrame,
+    cfg: dict,
+    news: pd.DataFrame | None = None,
+) -> dict:
+    """Re-make every state from the data up to its decision date; raise on the first violation.
+
+    Returns the report audit.json holds: states checked, the data's frequency, the embargo
+    between consecutive splits and each split's first and last decision date.
+    """
+    st = cfg["states"]
+    h = st["horizon"]
+    dates, closes = wide_closes.index, wide_closes.to_numpy()
+    freq = frequency.detect(dates)
+    states = states.reset_index(drop=True)
+
+    def fail(row: int, what: str):
+        s = states.iloc[row]
+        where = f"state {s.state_id} ({s.format} {', '.join(s.tickers)} on {pd.Timestamp(s.date).date()})"
+        raise HitchhikerError(f"leakage audit: {where}: {what}")
+
+    pos = dates.get_indexer(pd.DatetimeIndex(states["date"]))
+    if (pos < 0).any():
+        fail(int(np.argmax(pos < 0)), "decision date is not a date of the prices")
+    tickers = pa.array(states["tickers"].map(list), pa.list_(pa.string()))
+    k = pc.list_value_length(tickers).to_numpy(zero_copy_only=False)
+    cols = wide_closes.columns.get_indexer(pc.list_flatten(tickers).to_numpy(zero_copy_only=False))
+    if (cols < 0).any():
+        row = int(np.searchsorted(np.cumsum(k), int(np.argmax(cols < 0)), side="right"))
+        fail(row, "a ticker that is not in the prices")
+    history = states["history_days"].to_numpy()
+    if (pos - history < 0).any() or (pos + h >= len(dates)).any():
+        fail(int(np.argmax((pos - history < 0) | (pos + h >= len(dates)))), "history or outcome outside the prices")
+    out = outcomes.set_index("state_id").reindex(states["state_id"])
+    if out["outcome_date"].isna().any():
+        fail(int(np.argmax(out["outcome_date"].isna().to_numpy())), "no outcome")
+    first_col = np.cumsum(k) - k
+    blocks = None
+    for (fmt, kk, hd), group in states.groupby([states["format"], k, history], sort=False):
+        rows = group.index.to_numpy()
+        order = cols[first_col[rows][:, None] + np.arange(kk)]
+        names = np.asarray(wide_closes.columns)[order]
+        days = pos[rows]
+        shown = states_mod.shown_sections(states_mod.features(closes, volume, days, order, hd, st["features"]), hd)
+        if news is not None:
+            blocks = states_mod.news_blocks(
+                news, names, dates[days - st["window"] + 1].to_numpy(), dates[days].to_numpy(), st["news_items"]
+            )
+        expect = prompts.render_batch(fmt, names, shown, h, blocks, freq)
+        stored = pa.array(group["prompt"], pa.string())
+        same = pc.fill_null(pc.equal(expect, stored), False).to_numpy(zero_copy_only=False)
+        if not same.all():
+            j = int(np.argmin(same))
+            fail(rows[j], _first_difference(stored[j].as_py(), expect[j].as_py(), freq, hd, dates[days[j]]))
+        want = states_mod.shown_returns(shown)
+        got = _flat(group["shown_returns"], 2)
+        if got.size != want.size or not np.array_equal(got.reshape(want.shape), want):
+            bad = got.size != want.size or ~np.all(got.reshape(want.shape) == want, axis=(1, 2))
+            fail(rows[int(np.argmax(np.broadcast_to(bad, len(rows))))], "shown_returns are not what the prompt shows")
+        fwd = closes[(days + h)[:, None], order] / closes[days[:, None], order] - 1
+        o = out.iloc[rows]
+        got = _flat(o["forward_returns"], 1)
+        wrong = pd.DatetimeIndex(o["outcome_date"]) != dates[days + h]
+        wrong |= got.size != fwd.size or ~np.all(np.isclose(got.reshape(fwd.shape), fwd), axis=1)
+        if wrong.any():
+            fail(rows[int(np.argmax(wrong))], f"outcome is not the return over the next {frequency.periods(freq, h)}")
+
+    report = {"states_checked": len(states), "frequency": freq}
+    present = [sp for sp in states_mod.SPLITS if (states.split == sp).any()]
+    for earlier, later in itertools.pairwise(present):
+        a, b = states.split == earlier, states.split == later
+        gap = int(pos[b].min() - pos[a].max())
+        reach = out.loc[states.state_id[a], "outcome_date"].max()
+        first = states.date[b].min()
+        if gap < config.embargo(st) or reach > first:
+            raise HitchhikerError(
+                f"leakage audit: {earlier} outcomes reach {reach.date()}, the {later} window starts "
+                f"{first.date()} ({frequency.periods(freq, gap)} apart, embargo {config.embargo(st)})"
+            )
+        report[f"{earlier}_to_{later}"] = {"last_outcome": str(reach.date()), "embargo_periods": gap}
+    for split in present:
+        d = states.date[states.split == split]
+        report[f"{split}_dates"] = [str(d.min().date()), str(d.max().date())]
+    return report

@@ -1,0 +1,63 @@
+"""What a stage is made of, read from its source without importing it (Snakemake parses the
+workflow on every run and in every Slurm job; importing a stage would import torch).
+
+:func:`files` is a stage module's file and every hitchhiker module it imports, transitively
+(inside functions too), so a rule reruns when any code it runs changes: the environments
+come in whole, through their package, whichever the config picks. :func:`sections` is the
+stage's SECTIONS, the config sections its rule passes it.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+
+
+def _path(module: str) -> Path | None:
+    """The file of hitchhiker module ``module`` ("hitchhiker.environments.market"), if any."""
+    rel = Path(*module.split(".")[1:])
+    for candidate in (PACKAGE / rel / "__init__.py", (PACKAGE / rel).with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
+def _imports(path: Path) -> set[str]:
+    """The hitchhiker modules a file imports ("from hitchhiker.x import y" names x and x.y)."""
+    out = set()
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("hitchhiker.")}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("hitchhiker"):
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+    return {m for m in out if m != "hitchhiker" and _path(m) is not None}
+
+
+def files(stage: str) -> list[str]:
+    """Source files of hitchhiker.<stage> and of every hitchhiker module it imports, sorted."""
+    seen: set[Path] = set()
+    todo = [f"hitchhiker.{stage}"]
+    while todo:
+        path = _path(todo.pop())
+        if path is None or path in seen:
+            continue
+        seen.add(path)
+        todo.extend(_imports(path))
+    return sorted(map(str, seen))
+
+
+def sections(stage: str) -> list[str]:
+    """The SECTIONS list of hitchhiker.<stage>."""
+    for node in _tree((PACKAGE / stage).with_suffix(".py")).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["SECTIONS"]:
+            return list(ast.literal_eval(node.value))
+    raise KeyError(f"hitchhiker.{stage} has no SECTIONS")
