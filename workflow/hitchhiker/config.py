@@ -73,6 +73,9 @@ def validate(cfg: dict, sections: set[str] | None = None) -> dict:
 
     ``sections`` restricts validation to a partial config, as a stage receives it.
     """
+    # a whole config checks its environment's rules (the default's when none is named); a stage
+    # given a part without the environment section checks none (the default is filled below)
+    chosen = sections is None or "environment" in cfg
     sch = schema()
     if sections is not None:
         sch = {**sch, "required": [k for k in sch["required"] if k in sections]}
@@ -82,7 +85,7 @@ def validate(cfg: dict, sections: set[str] | None = None) -> dict:
     )
     if errors:
         raise HitchhikerError(_describe(errors[0]))
-    _check_rules(cfg)
+    _check_rules(cfg, chosen)
     return cfg
 
 
@@ -95,7 +98,7 @@ def date_at(cfg: dict, *keys: str) -> dt.date | None:
     return None if node is None else dt.date.fromisoformat(node)
 
 
-def _check_rules(cfg: dict) -> None:
+def _check_rules(cfg: dict, environment: bool = True) -> None:
     """Rules a JSON schema cannot say: window order, embargo, batch shapes."""
     states = cfg.get("states", {})
     present = [sp for sp in ("train", "validation", "test") if states.get(sp)]
@@ -117,7 +120,7 @@ def _check_rules(cfg: dict) -> None:
         )
     if cfg.get("evaluate", {}).get("split") == "validation" and "validation" not in present:
         raise HitchhikerError("config key evaluate.split = validation, but states.validation is not set")
-    if "environment" in cfg:
+    if environment:
         from hitchhiker import environments  # here: the environments import this module
 
         environments.get(cfg["environment"]).check_config(cfg)

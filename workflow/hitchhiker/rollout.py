@@ -22,13 +22,13 @@ import pandas as pd
 
 from hitchhiker import artifacts, cli, config, environments, generation, policy
 
-SECTIONS = ["run", "seed", "environment", "model", "rollout"]
+SECTIONS = ["run", "seed", "environment", "model", "rollout", "reward"]
 
 
-def _next_turn(env, states: pd.DataFrame, i: int, answers: list[str]):
+def _next_turn(env, states: pd.DataFrame, reward_cfg: dict, i: int, answers: list[str]):
     """The environment's next user message in the episode of state row ``i`` (module level:
     vLLM engines in other processes receive it pickled)."""
-    return env.next_turn(states.iloc[i], answers)
+    return env.next_turn(states.iloc[i], answers, reward_cfg)
 
 
 def sample(
@@ -41,7 +41,7 @@ def sample(
     else:
         model, tok = policy.load(policy_dir, model_cfg)
     prompt_ids = [tok(policy.chat(tok, p), add_special_tokens=False).input_ids for p in states["prompt"]]
-    next_turn = functools.partial(_next_turn, environments.get(cfg["environment"]), states)
+    next_turn = functools.partial(_next_turn, environments.get(cfg["environment"]), states, cfg["reward"])
     if ro["backend"] == "vllm":
         ref, adapter = policy.model_ref(policy_dir), None
         if ro["vllm_lora"] and (lora := policy.lora_adapter(policy_dir)):

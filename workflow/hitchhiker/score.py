@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     if missing:
         raise cli.HitchhikerError(f"{args.rollouts}: state {min(missing)} has no outcome in {args.outcomes}")
     env = environments.get(cfg["environment"])
-    scored = env.score(keys, states.select(["state_id", "prompt", "tickers"]).to_pandas(), outcomes, cfg["reward"])
+    scored = env.score(keys, states.to_pandas(), outcomes, cfg["reward"])
     scores = keys.drop(columns=["completion", "answers"]).join(scored.rename(columns={"reward": "market_reward"}))
     penalty = cfg["reward"]["unsupported_claim_penalty"]
     scores["reward"] = scores["market_reward"] - penalty * scores["unsupported_claims"]

@@ -133,12 +133,20 @@ def audit(
         if wrong.any():
             fail(rows[int(np.argmax(wrong))], f"outcome is not the return over the next {frequency.periods(freq, h)}")
 
+    return splits_report(states, out["outcome_date"], pos, freq, st)
+
+
+def splits_report(states: pd.DataFrame, outcome_dates: pd.Series, pos: np.ndarray, freq: str, st: dict) -> dict:
+    """The audit's report, after checking that consecutive splits are an embargo apart and
+    that no outcome of an earlier split reaches the later one's first decision date.
+    ``outcome_dates`` and ``pos`` (each decision date's position in the prices) follow the
+    rows of ``states``."""
     report = {"states_checked": len(states), "frequency": freq}
     present = [sp for sp in states_mod.SPLITS if (states.split == sp).any()]
     for earlier, later in itertools.pairwise(present):
-        a, b = states.split == earlier, states.split == later
+        a, b = (states.split == earlier).to_numpy(), (states.split == later).to_numpy()
         gap = int(pos[b].min() - pos[a].max())
-        reach = out.loc[states.state_id[a], "outcome_date"].max()
+        reach = pd.Timestamp(np.asarray(outcome_dates)[a].max())
         first = states.date[b].min()
         if gap < config.embargo(st) or reach > first:
             raise HitchhikerError(

@@ -70,7 +70,7 @@ class Market:
                 f"{len(data['tickers'])} tickers in data.tickers"
             )
 
-    def next_turn(self, state, answers: list[str]) -> None:
+    def next_turn(self, state, answers: list[str], reward_cfg: dict) -> None:
         return None  # one decision per state
 
     def check_data(self, prices: pd.DataFrame, cfg: dict) -> None:

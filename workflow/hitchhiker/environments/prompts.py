@@ -95,17 +95,11 @@ def render_batch(
     ``news`` is one text block per state (or null for none); ``freq`` words the sections
     and the horizon.
     """
-    words = headers(freq)
     horizon = frequency.periods(freq, horizon)
-    n, k = names.shape
+    k = names.shape[1]
     letters = np.array(list(answers.labels(k)))
     tickers = pa.array(names.ravel().astype(str))
-    label = tickers if fmt == "elementwise" else cat(pa.array(np.tile(letters, n)), " (", tickers, ")")
-    parts = []
-    for key, values in features.items():
-        days = values.shape[2]
-        body = join(format_values(values * 100, signed=key == "returns"), days, " ")
-        parts.append(cat(words[key], join(cat(label, ": ", body), k, "\n"), sep="\n"))
+    parts = [sections_batch(names, features, freq, labelled=fmt != "elementwise")]
     if news is not None:
         parts.append(cat(NEWS, pc.fill_null(news, "none"), sep="\n"))
     if fmt == "elementwise":
@@ -116,6 +110,21 @@ def render_batch(
         ranking = ">".join(letters[[1, 0, *range(2, k)]])
         question = pa.scalar(QUESTION[fmt].format(horizon=horizon, labels=labels, ranking=ranking))
     return cat(*parts, question, sep="\n")
+
+
+def sections_batch(names: np.ndarray, features: dict[str, np.ndarray], freq: str, labelled: bool = True) -> pa.Array:
+    """The data sections of many user messages: per section of ``features`` its header, then
+    one line per ticker ("A (AAPL): +0.12 -1.03" when ``labelled``, else "AAPL: ...")."""
+    words = headers(freq)
+    n, k = names.shape
+    tickers = pa.array(names.ravel().astype(str))
+    label = cat(pa.array(np.tile(list(answers.labels(k)), n)), " (", tickers, ")") if labelled else tickers
+    parts = []
+    for key, values in features.items():
+        days = values.shape[2]
+        body = join(format_values(values * 100, signed=key == "returns"), days, " ")
+        parts.append(cat(words[key], join(cat(label, ": ", body), k, "\n"), sep="\n"))
+    return cat(*parts, sep="\n")
 
 
 def render(fmt: str, tickers: list[str], returns: np.ndarray, horizon: int) -> str:
