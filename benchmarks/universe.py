@@ -44,11 +44,11 @@ def states_config(tickers: list[str], dates, per_date: int) -> dict:
 
 def tiny_policy(out: Path, tickers: list[str]) -> None:
     """The default tiny model and tokenizer, as a policy directory."""
-    from hitchhiker import config, policy
+    from hitchhiker import config, environments, policy
 
     model = config.validate({"run": "bench", "data": {"tickers": tickers}}, {"run", "data", "model"})["model"]
     out.mkdir(parents=True)
-    policy.build_tiny(out, model, tickers[:20], 0)
+    policy.build_tiny(out, model, tickers[:20], 0, environments.get("market"))
     (out / "policy.json").write_text(json.dumps({"model": "model", "round": 0}))
 
 
