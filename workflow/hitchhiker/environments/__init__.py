@@ -23,6 +23,7 @@ import pandas as pd
 
 from hitchhiker.cli import HitchhikerError
 from hitchhiker.environments.market import Market
+from hitchhiker.environments.sequential import Sequential
 from hitchhiker.environments.synthetic import simulated_closes
 
 
@@ -93,6 +94,7 @@ class Environment(Protocol):
 ENVIRONMENTS: dict[str, Environment] = {
     "market": Market("market"),
     "synthetic": Market("synthetic", closes=simulated_closes),
+    "sequential": Sequential(),
 }
 
 

@@ -62,6 +62,11 @@ class Market:
 
     def check_config(self, cfg: dict) -> None:
         st, data = cfg.get("states", {}), cfg.get("data", {})  # a stage may read neither section
+        if st.get("turns", 1) != 1:
+            raise HitchhikerError(
+                f"config key states.turns = {st['turns']}: episodes of several turns are the sequential "
+                f"environment's, not the {self.name} one's (one decision per state)"
+            )
         if "pairwise" in st.get("formats", []) and len(data.get("tickers", [None, None])) < 2:
             raise HitchhikerError("config key data.tickers: pairwise states need at least 2 tickers")
         if "listwise" in st.get("formats", []) and "tickers" in data and len(data["tickers"]) < st["list_size"]:
