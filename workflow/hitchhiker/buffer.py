@@ -56,12 +56,14 @@ def write(
         if previous:
             shutil.copyfile(previous, tmp)
         with duckdb.connect(str(tmp)) as con:
-            con.execute("BEGIN TRANSACTION")
             # table names are our constants; values always travel as parameters or registered frames
             for name, table in tables.items():
                 con.register(f"{name}_in", table)
                 # the columns are the environment's: each table takes the first round's
                 con.execute(f"CREATE TABLE IF NOT EXISTS {name} AS SELECT ''::VARCHAR AS run, * FROM {name}_in LIMIT 0")
+            # created outside the transaction: a table created inside it and filled with more than
+            # one row group read back empty in the same connection after COMMIT (DuckDB 1.x)
+            con.execute("BEGIN TRANSACTION")
             for name in ("states", "outcomes"):
                 con.execute(f"DELETE FROM {name} WHERE run = ?", [run])
                 con.execute(f"INSERT INTO {name} BY NAME SELECT ?::VARCHAR AS run, * FROM {name}_in", [run])
