@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from hitchhiker import metrics
 from hitchhiker.cli import HitchhikerError
@@ -23,20 +25,21 @@ from hitchhiker.environments import answers, audit, baselines, hallucination, pr
 FORMAT_SIZES = {"elementwise": 1, "pairwise": 2, "listwise": 4}  # the tiny model's practice prompts
 
 
-def correct(weights, valid: np.ndarray, fwd: np.ndarray) -> np.ndarray:
+def correct(weights: np.ndarray, valid: np.ndarray, fwd: np.ndarray, k: np.ndarray) -> np.ndarray:
     """1.0 if a valid answer is right, 0.0 if wrong, NaN if invalid, flat or split evenly at
     the top. Right: for several tickers, the top weight went to the one that returned the
-    most; for one ticker, the position's sign is the return's. ``fwd``: the state's returns."""
-    out = []
-    for ok, w, r in zip(valid, weights, fwd, strict=True):
-        w, r = np.asarray(w, dtype=float), np.asarray(r, dtype=float)
-        if not ok or not np.any(w) or (len(w) > 1 and (w == w.max()).sum() > 1):
-            out.append(np.nan)  # no direction, or no single top pick
-        elif len(r) == 1:
-            out.append(float(np.sign(w[0]) == np.sign(r[0])))
-        else:
-            out.append(float(r[np.argmax(w)] >= r.max()))
-    return np.asarray(out, dtype=float)
+    most; for one ticker, the position's sign is the return's. ``weights`` and ``fwd`` (the
+    state's returns) are (answers, max k) padded with zeros, ``k`` the tickers per answer."""
+    rows = np.arange(len(weights))
+    real = np.arange(weights.shape[1]) < k[:, None]
+    w = np.where(real, weights, -np.inf)
+    top = np.argmax(w, axis=1)
+    single_top = (w == w[rows, top][:, None]).sum(1) == 1
+    decided = valid & (weights != 0).any(1) & ((k == 1) | single_top)
+    right = np.where(
+        k == 1, np.sign(weights[:, 0]) == np.sign(fwd[:, 0]), fwd[rows, top] >= np.where(real, fwd, -np.inf).max(1)
+    )
+    return np.where(decided, right.astype(float), np.nan)
 
 
 def preference(rankings, weights) -> list[list[float]]:
@@ -121,7 +124,10 @@ class Market:
             hallucination.check(c, p, t)
             for c, p, t in zip(samples["completion"], seen["prompt"], seen["tickers"], strict=True)
         ]
-        frame["correct"] = correct(frame["weights"], frame["valid"], out["forward_returns"].to_numpy()[pos])
+        w = np.zeros((len(pos), fwd_state.shape[1]))  # score_many's weights: k per valid answer, none per invalid
+        kept = np.where(frame["valid"], k_state[pos], 0)
+        w[np.arange(w.shape[1]) < kept[:, None]] = pc.list_flatten(pa.array(frame["weights"])).to_numpy()
+        frame["correct"] = correct(w, frame["valid"].to_numpy(), fwd_state[pos], k_state[pos])
         frame["preference"] = preference(frame["ranking"], frame["weights"])
         claims = pd.DataFrame(checks, columns=list(hallucination.Claims._fields), index=samples.index)
         claims["unsupported_claims"] = claims[list(hallucination.KINDS)].sum(axis=1)

@@ -133,11 +133,17 @@ def render(fmt: str, tickers: list[str], returns: np.ndarray, horizon: int) -> s
     return render_batch(fmt, np.array([tickers]), {"returns": rets}, horizon)[0].as_py()
 
 
+@functools.cache
+def _all_headers() -> dict[str, str]:
+    """Every frequency's section headers, to their section."""
+    return {v: k for freq in frequency.FREQUENCIES for k, v in headers(freq).items()}
+
+
 def shown(prompt: str) -> dict[str, dict[str, np.ndarray]]:
     """The numbers a prompt shows: {section: {ticker: values as rendered}}."""
     out: dict[str, dict[str, np.ndarray]] = {}
     current = None
-    headers_ = {v: k for freq in frequency.FREQUENCIES for k, v in headers(freq).items()}
+    headers_ = _all_headers()
     for line in prompt.splitlines():
         if line in headers_:
             current = out.setdefault(headers_[line], {})

@@ -192,11 +192,12 @@ def shown_returns(shown: dict[str, np.ndarray]) -> np.ndarray:
     return 100 * (p[..., 1:] / p[..., :-1] - 1)
 
 
-def _nested(values: np.ndarray) -> pa.Array:
-    """(states, k, periods) values as list<list<double>>."""
+def _ragged(values: np.ndarray, width: np.ndarray) -> pa.Array:
+    """(states, k, periods) values as list<list<double>>, state i keeping its last width[i] periods."""
     s, k, n = values.shape
+    keep = np.broadcast_to(np.arange(n) >= (n - width)[:, None, None], values.shape)
     inner = pa.ListArray.from_arrays(
-        pa.array(np.arange(s * k + 1, dtype=np.int32) * n), pa.array(values.ravel(), pa.float64())
+        pa.array(np.concatenate([[0], np.cumsum(np.repeat(width, k))]).astype(np.int32)), pa.array(values[keep])
     )
     return pa.ListArray.from_arrays(pa.array(np.arange(s + 1, dtype=np.int32) * k), inner)
 
@@ -256,7 +257,8 @@ def _build(fmt, days, order, closes, volume, dates, columns, st, fits, news, fre
         blocks = news_blocks(news, names, dates[days - window + 1].to_numpy(), dates[days].to_numpy(), st["news_items"])
 
     n = len(days)
-    parts, placed, returns = [], [], []
+    parts, placed = [], []
+    returns, width = np.zeros((n, names.shape[1], window)), np.zeros(n, dtype=np.int64)  # in state order
     kept = np.full(n, window)
     rows = np.arange(n)
     for days_kept in range(window, 1, -1):
@@ -265,7 +267,10 @@ def _build(fmt, days, order, closes, volume, dates, columns, st, fits, news, fre
         ok = np.asarray(fits(text, st["max_prompt_tokens"]), dtype=bool)
         parts.append(text.filter(pa.array(ok)))
         placed.append(rows[ok])
-        returns.append(_nested(shown_returns(shown)[ok]))
+        shown_ret = shown_returns(shown)[ok]
+        p = shown_ret.shape[2]
+        returns[rows[ok], :, window - p :] = shown_ret
+        width[rows[ok]] = p
         kept[rows[ok]] = days_kept
         rows = rows[~ok]
         if not len(rows):
@@ -294,9 +299,7 @@ def _build(fmt, days, order, closes, volume, dates, columns, st, fits, news, fre
             "tickers": tickers,
             "prompt": pd.Series(prompt_arr, dtype=pd.ArrowDtype(pa.string())),
             "history_days": kept,
-            "shown_returns": pd.Series(
-                pa.concat_arrays(returns).take(back), dtype=pd.ArrowDtype(pa.list_(pa.list_(pa.float64())))
-            ),
+            "shown_returns": pd.Series(_ragged(returns, width), dtype=pd.ArrowDtype(pa.list_(pa.list_(pa.float64())))),
         }
     )
     outcome_frame = pd.DataFrame(
