@@ -277,3 +277,34 @@ def test_a_checkpoint_cut_short_by_a_kill_is_not_resumed(tmp_path):
             (d / "trainer_state.json").write_text(state)
     assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-3")
     assert last_complete_checkpoint(tmp_path / "none") is None
+
+
+def test_environment_tokens_count_neither_in_the_loss_nor_in_the_correction(base_run, tmp_path):
+    """A multi-turn trajectory's environment tokens (model_mask 0, TRL's env_mask): their stored
+    logprobs change nothing, while the same logprobs on the model's tokens change the update."""
+    cfg = write_config(tmp_path / "c.yaml", tiny_config(train={**tiny_config()["train"], "lora": {"enabled": False}}))
+    buffer = _round1_buffer(cfg, base_run, tmp_path)
+    with duckdb.connect(str(buffer), read_only=True) as con:
+        ro = con.execute("SELECT state_id, sample_idx, completion_ids, logprobs FROM rollouts").df()
+    ends = ro.completion_ids.map(len).clip(upper=2)  # the last (up to) two tokens: the environment's
+    variants = {
+        "masked": (lambda n, e: [1] * (n - e) + [0] * e, lambda lp, e: list(lp)),
+        "garbage": (lambda n, e: [1] * (n - e) + [0] * e, lambda lp, e: list(lp[: len(lp) - e]) + [-50.0] * e),
+        "counted": (lambda n, e: [1] * n, lambda lp, e: list(lp[: len(lp) - e]) + [-50.0] * e),
+    }
+    weights = {}
+    for name, (mask, logps) in variants.items():
+        path = tmp_path / f"{name}.duckdb"
+        shutil.copyfile(buffer, path)
+        new = ro.assign(
+            model_mask=[mask(len(c), e) for c, e in zip(ro.completion_ids, ends, strict=True)],
+            logprobs=[logps(lp, e) for lp, e in zip(ro.logprobs, ends, strict=True)],
+        )[["state_id", "sample_idx", "model_mask", "logprobs"]]
+        with duckdb.connect(str(path)) as con:
+            con.register("new", new)
+            con.execute("UPDATE rollouts SET model_mask = new.model_mask, logprobs = new.logprobs FROM new "
+                        "WHERE rollouts.state_id = new.state_id AND rollouts.sample_idx = new.sample_idx")  # fmt: skip
+        weights[name], _ = _train(cfg, path, base_run, tmp_path / name)
+    for k in weights["masked"]:
+        torch.testing.assert_close(weights["garbage"][k], weights["masked"][k], rtol=0, atol=0)
+    assert any(not torch.equal(weights["counted"][k], weights["masked"][k]) for k in weights["masked"])

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from conftest import ROOT, prompts_of, run, tiny_config, write_config
-from hitchhiker import generation, policy
+from hitchhiker import config, generation, policy
 
 # float32 on both sides; vLLM's CPU kernels (attention, fused norms) sum in another order than
 # transformers' eager ones: a token's logprob moved by 7e-5 nats at most when this was written
@@ -83,3 +83,53 @@ def test_greedy_vllm_writes_what_greedy_transformers_writes(pipeline):
     ids = [tok(policy.chat(tok, p), add_special_tokens=False).input_ids for p in states.prompt]
     rows = generation.transformers_generate(model, tok, ids, [0.0] * len(ids), 1, 12, 8, seed=0)
     assert [r["completion"] for r in rows] == list(preds.completion)
+
+
+SEQUENTIAL = tiny_config(
+    run="seqvllm",
+    environment="sequential",
+    data=CFG["data"],
+    model=CFG["model"],
+    rollout={**CFG["rollout"], "states_per_round": 3},
+    evaluate={"max_states": 3, "samples_per_state": 1},
+)
+SEQUENTIAL["states"].update(formats=["pairwise"], turns=2, horizon=10)
+
+
+@pytest.fixture(scope="module")
+def episodes(tmp_path_factory):
+    """Two-turn portfolio episodes played by vLLM: round 1's rollout and the base policy's evaluation."""
+    d = tmp_path_factory.mktemp("seqvllm")
+    write_config(d / "config.yaml", SEQUENTIAL)
+    targets = ["results/seqvllm/rollouts/round_1.parquet", "results/seqvllm/eval/round_0/predictions.parquet"]
+    run("snakemake", "-s", ROOT / "Snakefile", "--configfile", d / "config.yaml", "--cores", "2", *targets, cwd=d)
+    return d / "results" / "seqvllm"
+
+
+def test_vllm_plays_each_episode_on_its_own_tokens(episodes):
+    """The second turn is generated from the first prompt, the first answer and the environment's
+    turn, token for token as stored: the trainer's logprobs of the model's tokens in that
+    context are the ones vLLM recorded, and the environment's tokens are masked out."""
+    ro = pd.read_parquet(episodes / "rollouts" / "round_1.parquet")
+    prompts = pd.read_parquet(prompts_of(episodes / "rollouts" / "round_1.parquet")).set_index("state_id").prompt_ids
+    model, _ = policy.load(episodes / "policy" / "round_0", MODEL_CFG, "cpu")
+    worst = 0.0
+    for row in ro.itertuples():
+        assert len(row.answers) == 2 and 0 in row.model_mask
+        p, c, mask = list(prompts[row.state_id]), list(row.completion_ids), torch.tensor(row.model_mask).bool()
+        with torch.no_grad():
+            logits = model(torch.tensor([p + c])).logits[0, len(p) - 1 : -1].float()
+        mine = torch.log_softmax(logits / row.temperature, -1).gather(1, torch.tensor(c)[:, None]).squeeze(1)
+        worst = max(worst, float((mine - torch.tensor(row.logprobs))[mask].abs().max()))
+    print(f"largest |vLLM - trainer| model-token logprob difference over whole episodes: {worst:.2e} nats")
+    assert worst < LOGPROB_ATOL
+
+
+def test_greedy_episodes_are_the_same_on_both_backends(episodes):
+    from hitchhiker import rollout
+
+    preds = pd.read_parquet(episodes / "eval" / "round_0" / "predictions.parquet").query("mode == 'greedy'")
+    states = pd.read_parquet(episodes / "states.parquet").set_index("state_id").loc[preds.state_id].reset_index()
+    cfg = config.validate({**SEQUENTIAL, "rollout": {**SEQUENTIAL["rollout"], "backend": "transformers"}})
+    rows = rollout.sample(states, episodes / "policy" / "round_0", cfg, [0.0] * len(states), 1, 0, "greedy")
+    assert [list(a) for a in rows.answers] == [list(a) for a in preds.answers]
