@@ -21,7 +21,7 @@ Anything else is invalid, with one reason: ``empty``, ``not_an_action`` (the tex
 start with an action of the state's format), ``unknown_label`` (a label beyond the state's
 k), ``bad_weights`` (out of range, repeated, or not summing to 1), ``bad_ranking`` (a
 ranking that does not name each label exactly once). The rationale is free text; the
-evaluation checks it for claims the state does not support (hitchhiker/hallucination.py).
+evaluation checks it for claims the state does not support (hitchhiker/environments/hallucination.py).
 
 Reward of a valid answer with weights w over the state's tickers, whose simple returns from
 the decision close to the close ``horizon`` trading days later are r (adjusted closes):
