@@ -166,6 +166,13 @@ def test_policies_and_evaluation(pipeline):
         assert stats["max_drawdown"]["mean"] >= 0
     assert summary["reward_minus_baseline"]["round"] == 2
     assert set(summary["reward_minus_baseline"]["greedy"]) == names
+    # paired state by state: accuracy over the states where both the round and the base decided
+    p0, p2 = (p.query("mode == 'greedy'").set_index("state_id").correct for p in (preds[0], preds[2]))
+    paired = summary["rates_minus_base"]["round_2"]["greedy"]
+    both = p0.notna() & p2.loc[p0.index].notna()
+    assert paired["accuracy"]["n"] == both.sum() and paired["valid_rate"]["n"] == 6
+    if both.any():
+        assert paired["accuracy"]["mean"] == pytest.approx((p2.loc[p0.index][both] - p0[both]).mean())
 
 
 def test_nothing_left_to_do_and_a_rollout_change_reruns_only_what_follows(pipeline):

@@ -73,9 +73,9 @@ def validate(cfg: dict, sections: set[str] | None = None) -> dict:
 
     ``sections`` restricts validation to a partial config, as a stage receives it.
     """
-    # a whole config checks its environment's rules (the default's when none is named); a stage
-    # given a part without the environment section checks none (the default is filled below)
-    chosen = sections is None or "environment" in cfg
+    # a whole config, or a stage that reads the environment section, checks the environment's
+    # rules (the default environment's when none is named); other stages check none
+    chosen = sections is None or "environment" in sections
     sch = schema()
     if sections is not None:
         sch = {**sch, "required": [k for k in sch["required"] if k in sections]}

@@ -31,7 +31,7 @@ import pandas as pd
 
 from hitchhiker import artifacts, cli, config, environments, frequency
 
-SECTIONS = ["run", "data", "states"]
+SECTIONS = ["run", "environment", "data", "states"]
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sp500_dataset.csv.gz"
 
 

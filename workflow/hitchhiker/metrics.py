@@ -205,6 +205,8 @@ def calibration(frame: pd.DataFrame) -> list[dict]:
 
 
 def paired_difference(a: pd.Series, b: pd.Series, dates: pd.Series, horizon: int, stride: int, seed: int = 0) -> dict:
-    """Mean of a - b over the same decisions, with its block-bootstrap 95% interval."""
-    mean, lo, hi = block_bootstrap_ci(a.to_numpy() - b.to_numpy(), dates, block_length(horizon, stride), seed)
-    return {"mean": mean, "ci95": [lo, hi]}
+    """Mean of a - b over the same decisions, with its block-bootstrap 95% interval and the
+    number of decisions where both are defined."""
+    diff = a.to_numpy(dtype=float) - b.to_numpy(dtype=float)
+    mean, lo, hi = block_bootstrap_ci(diff, dates, block_length(horizon, stride), seed)
+    return {"mean": mean, "ci95": [lo, hi], "n": int(np.isfinite(diff).sum())}

@@ -7,8 +7,9 @@ test states. Writes metrics.json:
   baselines            the same statistics for each baseline
   reward_minus_base    each trained round minus the base policy, paired state by state
   reward_minus_baseline  the last round minus each baseline, paired state by state
-  rates_minus_base     each trained round minus the base policy in the valid rate and in
-                       each hallucination rate (any kind, then each), paired state by state
+  rates_minus_base     each trained round minus the base policy in the valid rate, in
+                       accuracy (where the environment has one) and in each hallucination
+                       rate (any kind, then each), paired state by state
 every mean with a 95% block-bootstrap interval over decision dates; learning_curve.png
 (valid rate, accuracy, rank IC, mean reward per round, with intervals), equity_curves.png
 (the portfolio of the last round's greedy decisions against the baselines'),
@@ -50,14 +51,18 @@ def per_state(preds: pd.DataFrame, round_: int, mode: str, column: str = "reward
 
 
 def paired_rates(preds: pd.DataFrame, env, round_: int, h: int, stride: int, seed: int) -> dict:
-    """Round ``round_`` minus the base policy, state by state, in the valid rate and in each
-    hallucination rate (the share of answers with a claim of that kind)."""
+    """Round ``round_`` minus the base policy, state by state, in the valid rate, in accuracy
+    where the environment says what is right (over the states where both policies gave a
+    decided answer; ``n`` counts them) and in each hallucination rate (the share of answers
+    with a claim of that kind)."""
     rates = env.claim_rates(preds).drop(columns="unsupported_per_answer")
     preds = pd.concat([preds, rates], axis=1).assign(valid_rate=preds["valid"].astype(float))
+    accuracy = ["accuracy"] if "correct" in preds else []
+    preds = preds.assign(accuracy=preds["correct"]) if accuracy else preds
     out = {}
     for mode in MODES:
         out[mode] = {}
-        for column in ["valid_rate", *rates.columns]:
+        for column in ["valid_rate", *accuracy, *rates.columns]:
             cur, base = per_state(preds, round_, mode, column), per_state(preds, 0, mode, column)
             out[mode][column] = paired_difference(cur, base, cur.index.get_level_values("date"), h, stride, seed)
     return out
