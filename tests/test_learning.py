@@ -56,10 +56,10 @@ def test_the_format_warmup_teaches_the_format_and_no_label(tmp_path):
     tok = AutoTokenizer.from_pretrained(tmp_path / "p0" / "model")
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "p0" / "model")
     rng = np.random.default_rng(1)
-    prompts = [
+    texts = [
         policy.chat(tok, prompts.render("pairwise", ["KO", "HD"], rng.normal(0, 0.01, (2, 5)), 5)) for _ in range(128)
     ]
-    batch = tok(prompts, add_special_tokens=False, padding=True, padding_side="left", return_tensors="pt")
+    batch = tok(texts, add_special_tokens=False, padding=True, padding_side="left", return_tensors="pt")
     torch.manual_seed(0)
     out = model.generate(**batch, max_new_tokens=3, do_sample=True, temperature=1.0)
     texts = tok.batch_decode(out[:, batch.input_ids.shape[1] :], skip_special_tokens=True)
