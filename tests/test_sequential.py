@@ -7,6 +7,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from test_market import _prices
 
 from conftest import ROOT, run, tiny_config
 from hitchhiker import config
@@ -40,14 +41,6 @@ def test_an_episode_by_hand():
     ] == pytest.approx(1.0989 * 0.999 * 0.999 - 1)
 
 
-def _prices(n_days=300, tickers=("AAPL", "MSFT", "KO"), seed=1):
-    rng = np.random.default_rng(seed)
-    dates = pd.bdate_range("2016-01-01", periods=n_days)
-    closes = 100 * np.exp(np.cumsum(rng.normal(0, 0.01, (n_days, len(tickers))), axis=0))
-    wide = pd.DataFrame(closes, index=dates, columns=list(tickers))
-    return wide.rename_axis("date").reset_index().melt(id_vars="date", var_name="ticker", value_name="close")
-
-
 def _cfg(**states):
     cfg = tiny_config(environment="sequential")
     cfg["states"].update(
@@ -64,7 +57,7 @@ def _fits(texts, budget):
 
 
 def test_each_turn_shows_the_returns_since_the_last_and_the_portfolio_it_reached():
-    cfg, prices = _cfg(), _prices()
+    cfg, prices = _cfg(), _prices(n_days=300)
     env = get("sequential")
     states, outcomes = env.make_states(prices, cfg, _fits)
     s = states.iloc[0]
@@ -85,7 +78,7 @@ def test_each_turn_shows_the_returns_since_the_last_and_the_portfolio_it_reached
 
 
 def test_the_audit_checks_every_turn():
-    cfg, prices = _cfg(), _prices()
+    cfg, prices = _cfg(), _prices(n_days=300)
     env = get("sequential")
     states, outcomes = env.make_states(prices, cfg, _fits)
     report = env.audit(prices, states, outcomes, cfg)

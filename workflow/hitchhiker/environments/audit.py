@@ -55,6 +55,21 @@ def _first_difference(got: str, expect: str, freq: str, history_days: int, date:
     return "the prompt is not the one its data up to the decision date gives"
 
 
+def fail(states: pd.DataFrame, row: int, what: str):
+    """Raise the audit's one-line error naming state ``row`` of ``states``."""
+    s = states.iloc[row]
+    where = f"state {s.state_id} ({s.format} {', '.join(s.tickers)} on {pd.Timestamp(s.date).date()})"
+    raise HitchhikerError(f"leakage audit: {where}: {what}")
+
+
+def decision_positions(states: pd.DataFrame, dates: pd.DatetimeIndex) -> np.ndarray:
+    """Each state's decision date's position in ``dates``; fails on a date that is not there."""
+    pos = dates.get_indexer(pd.DatetimeIndex(states["date"]))
+    if (pos < 0).any():
+        fail(states, int(np.argmax(pos < 0)), "decision date is not a date of the prices")
+    return pos
+
+
 def _flat(column: pd.Series, depth: int) -> np.ndarray:
     """The values of a list column (``depth`` levels of lists) as one flat array."""
     arr = pa.array(column.map(list) if column.dtype == object else column)
@@ -81,27 +96,23 @@ def audit(
     dates, closes = wide_closes.index, wide_closes.to_numpy()
     freq = frequency.detect(dates)
     states = states.reset_index(drop=True)
-
-    def fail(row: int, what: str):
-        s = states.iloc[row]
-        where = f"state {s.state_id} ({s.format} {', '.join(s.tickers)} on {pd.Timestamp(s.date).date()})"
-        raise HitchhikerError(f"leakage audit: {where}: {what}")
-
-    pos = dates.get_indexer(pd.DatetimeIndex(states["date"]))
-    if (pos < 0).any():
-        fail(int(np.argmax(pos < 0)), "decision date is not a date of the prices")
+    pos = decision_positions(states, dates)
     tickers = pa.array(states["tickers"].map(list), pa.list_(pa.string()))
     k = pc.list_value_length(tickers).to_numpy(zero_copy_only=False)
     cols = wide_closes.columns.get_indexer(pc.list_flatten(tickers).to_numpy(zero_copy_only=False))
     if (cols < 0).any():
         row = int(np.searchsorted(np.cumsum(k), int(np.argmax(cols < 0)), side="right"))
-        fail(row, "a ticker that is not in the prices")
+        fail(states, row, "a ticker that is not in the prices")
     history = states["history_days"].to_numpy()
     if (pos - history < 0).any() or (pos + h >= len(dates)).any():
-        fail(int(np.argmax((pos - history < 0) | (pos + h >= len(dates)))), "history or outcome outside the prices")
+        fail(
+            states,
+            int(np.argmax((pos - history < 0) | (pos + h >= len(dates)))),
+            "history or outcome outside the prices",
+        )
     out = outcomes.set_index("state_id").reindex(states["state_id"])
     if out["outcome_date"].isna().any():
-        fail(int(np.argmax(out["outcome_date"].isna().to_numpy())), "no outcome")
+        fail(states, int(np.argmax(out["outcome_date"].isna().to_numpy())), "no outcome")
     first_col = np.cumsum(k) - k
     blocks = None
     for (fmt, kk, hd), group in states.groupby([states["format"], k, history], sort=False):
@@ -119,19 +130,27 @@ def audit(
         same = pc.fill_null(pc.equal(expect, stored), False).to_numpy(zero_copy_only=False)
         if not same.all():
             j = int(np.argmin(same))
-            fail(rows[j], _first_difference(stored[j].as_py(), expect[j].as_py(), freq, hd, dates[days[j]]))
+            fail(states, rows[j], _first_difference(stored[j].as_py(), expect[j].as_py(), freq, hd, dates[days[j]]))
         want = states_mod.shown_returns(shown)
         got = _flat(group["shown_returns"], 2)
         if got.size != want.size or not np.array_equal(got.reshape(want.shape), want):
             bad = got.size != want.size or ~np.all(got.reshape(want.shape) == want, axis=(1, 2))
-            fail(rows[int(np.argmax(np.broadcast_to(bad, len(rows))))], "shown_returns are not what the prompt shows")
+            fail(
+                states,
+                rows[int(np.argmax(np.broadcast_to(bad, len(rows))))],
+                "shown_returns are not what the prompt shows",
+            )
         fwd = closes[(days + h)[:, None], order] / closes[days[:, None], order] - 1
         o = out.iloc[rows]
         got = _flat(o["forward_returns"], 1)
         wrong = pd.DatetimeIndex(o["outcome_date"]) != dates[days + h]
         wrong |= got.size != fwd.size or ~np.all(np.isclose(got.reshape(fwd.shape), fwd), axis=1)
         if wrong.any():
-            fail(rows[int(np.argmax(wrong))], f"outcome is not the return over the next {frequency.periods(freq, h)}")
+            fail(
+                states,
+                rows[int(np.argmax(wrong))],
+                f"outcome is not the return over the next {frequency.periods(freq, h)}",
+            )
 
     return splits_report(states, out["outcome_date"], pos, freq, st)
 

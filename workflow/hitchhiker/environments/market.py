@@ -85,11 +85,7 @@ class Market:
         states.split_indices(self.closes(prices, cfg).index, cfg["states"])
 
     def _tables(self, prices: pd.DataFrame, cfg: dict) -> tuple[pd.DataFrame, np.ndarray | None]:
-        wide = self.closes(prices, cfg)
-        volume = None
-        if "volume" in cfg["states"]["features"]:
-            volume = states.wide(prices, cfg, "volume").reindex(wide.index).to_numpy()
-        return wide, volume
+        return states.tables(prices, cfg, self.closes)
 
     def make_states(
         self, prices: pd.DataFrame, cfg: dict, fits, news: pd.DataFrame | None = None

@@ -172,11 +172,7 @@ class Sequential:
 
     @staticmethod
     def _tables(prices: pd.DataFrame, cfg: dict):
-        wide = states.wide(prices, cfg)
-        volume = None
-        if "volume" in cfg["states"]["features"]:
-            volume = states.wide(prices, cfg, "volume").reindex(wide.index).to_numpy()
-        return wide, volume
+        return states.tables(prices, cfg, states.wide)
 
     def make_states(self, prices, cfg, fits, news=None):
         st = cfg["states"]
@@ -275,15 +271,11 @@ class Sequential:
         freq = frequency.detect(dates)
         turns, step = st["turns"], st["horizon"] // st["turns"]
         states_ = states_.reset_index(drop=True)
+        pos = audit.decision_positions(states_, dates)
 
         def fail(row: int, what: str):
-            s = states_.iloc[row]
-            where = f"state {s.state_id} ({s.format} {', '.join(s.tickers)} on {pd.Timestamp(s.date).date()})"
-            raise HitchhikerError(f"leakage audit: {where}: {what}")
+            audit.fail(states_, row, what)
 
-        pos = dates.get_indexer(pd.DatetimeIndex(states_["date"]))
-        if (pos < 0).any():
-            fail(int(np.argmax(pos < 0)), "decision date is not a date of the prices")
         outside = (pos - st["window"] < 0) | (pos + st["horizon"] >= len(dates))
         if outside.any():
             fail(int(np.argmax(outside)), "history or episode outside the prices")

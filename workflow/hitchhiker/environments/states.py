@@ -138,6 +138,16 @@ def _state_ids(fmt: str, dates: np.ndarray, horizon: int, names: np.ndarray, tex
     return con.execute(sql, [fmt, str(horizon)]).fetchnumpy()["id"]
 
 
+def tables(prices: pd.DataFrame, cfg: dict, closes) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """The close table ``closes(prices, cfg)`` gives, and the volume on its dates when a
+    prompt shows volume (states.features), else None."""
+    wide_closes = closes(prices, cfg)
+    volume = None
+    if "volume" in cfg["states"]["features"]:
+        volume = wide(prices, cfg, "volume").reindex(wide_closes.index).to_numpy()
+    return wide_closes, volume
+
+
 def split_indices(dates: pd.DatetimeIndex, st: dict) -> dict[str, np.ndarray]:
     """Decision-date positions of each configured split, with the embargo between splits."""
     h, window = st["horizon"], st["window"]
