@@ -13,6 +13,7 @@ from hitchhiker.metrics import (
     calibration,
     decision_stats,
     max_drawdown,
+    paired_rank_ic,
     portfolio_returns,
     rank_ic,
     series_bootstrap_ci,
@@ -135,6 +136,7 @@ def _answers():
     d1, d2 = pd.Timestamp("2020-01-02"), pd.Timestamp("2020-01-09")
     return pd.DataFrame(
         {
+            "state_id": [f"s{i}" for i in range(7)],
             "date": [d1, d1, d2, d2, d1, d1, d1],
             "format": ["pairwise", "pairwise", "listwise", "pairwise", "elementwise", "elementwise", "elementwise"],
             "valid": [True, True, True, False, True, True, True],
@@ -151,6 +153,20 @@ def test_rank_ic_by_hand():
     # nothing; the three elementwise answers of one date: positions (1, -0.5, 0) against
     # returns (0.03, -0.01, 0.01) rank identically, +1
     assert sorted(ic.tolist()) == pytest.approx([-1.0, 1.0, 1.0, 1.0])
+
+
+def test_paired_rank_ic_by_hand():
+    base = _answers()  # ICs: s0 +1, s1 -1, s2 (listwise) +1, s3 invalid, the elementwise date d1 +1
+    cur = pd.concat([_answers(), _answers().iloc[[0]]], ignore_index=True)
+    cur.at[7, "preference"] = [0.0, 1.0]  # a second answer for s0, the wrong one: s0's mean IC 0
+    cur.at[1, "preference"] = [0.3, 0.7]  # s1 now right: +1
+    cur.at[2, "preference"] = [1.0, 2.0, 3.0]  # ranks (1, 2, 3) against returns' (2, 1, 3): 1 - 6 * 2 / 24 = 0.5
+    cur.at[4, "preference"], cur.at[5, "preference"] = [-1.0], [0.5]  # (-1, 0.5, 0) against (0.03, -0.01, 0.01): -1
+    cur.at[3, "preference"], cur.at[3, "weights"], cur.at[3, "valid"] = [1.0, 0.0], [1.0, 0.0], True  # base has none
+    got = paired_rank_ic(cur, base, horizon=1, stride=1)
+    # s0 0 - 1, s1 1 - (-1), s2 0.5 - 1, d1 -1 - 1; s3 unpaired
+    assert got["n"] == 4 and got["mean"] == pytest.approx((-1 + 2 - 0.5 - 2) / 4)
+    assert got["ci95"][0] <= got["mean"] <= got["ci95"][1]
 
 
 def test_brier_and_calibration_by_hand():

@@ -171,6 +171,8 @@ def test_policies_and_evaluation(pipeline):
     paired = summary["rates_minus_base"]["round_2"]["greedy"]
     both = p0.notna() & p2.loc[p0.index].notna()
     assert paired["accuracy"]["n"] == both.sum() and paired["valid_rate"]["n"] == 6
+    # rank IC pairs a state's IC (pairwise) or a date's (elementwise): at most 6 states' worth of units
+    assert {"valid_rate", "accuracy", "rank_ic", "any_rate"} <= set(paired) and paired["rank_ic"]["n"] <= 6
     if both.any():
         assert paired["accuracy"]["mean"] == pytest.approx((p2.loc[p0.index][both] - p0[both]).mean())
 

@@ -144,20 +144,32 @@ def spearman(a, b) -> float:
 
 
 def rank_ic(frame: pd.DataFrame) -> pd.Series:
-    """One IC per (state, answer) for multi-ticker answers and per date for elementwise ones,
-    indexed by date; ``frame`` has date, format, valid, preference and forward_returns."""
+    """One IC per (state, answer) for multi-ticker answers and one per date for elementwise
+    ones (a position per state: the IC is across that date's states), indexed by (unit, date):
+    the unit is the state_id, or "elementwise" for a date's cross-section. ``frame`` has
+    state_id, date, format, valid, preference and forward_returns."""
     ok = frame[frame["valid"]]
     multi = ok[ok["format"] != "elementwise"]
     values = [spearman(p, r) for p, r in zip(multi["preference"], multi["forward_returns"], strict=True)]
-    out = [pd.Series(values, index=multi["date"].to_numpy(), dtype=float)]
+    keys = [(multi["state_id"].to_numpy(), multi["date"].to_numpy())]
     single = ok[ok["format"] == "elementwise"]
     for date, part in single.groupby("date"):
-        out.append(
-            pd.Series(
-                [spearman([p[0] for p in part["preference"]], [r[0] for r in part["forward_returns"]])], index=[date]
-            )
-        )
-    return pd.concat(out).dropna()
+        values.append(spearman([p[0] for p in part["preference"]], [r[0] for r in part["forward_returns"]]))
+        keys.append((["elementwise"], [date]))
+    index = pd.MultiIndex.from_arrays(
+        [np.concatenate([k[0] for k in keys]), pd.DatetimeIndex(np.concatenate([k[1] for k in keys]))],
+        names=["unit", "date"],
+    )
+    return pd.Series(values, index=index, dtype=float).dropna()
+
+
+def paired_rank_ic(frame: pd.DataFrame, base: pd.DataFrame, horizon: int, stride: int, seed: int = 0) -> dict:
+    """Rank IC of one policy's answers minus another's on the same states: a state's mean IC
+    over its answers for multi-ticker formats, a date's cross-sectional IC for elementwise
+    ones; paired over the units where both policies have an IC (``n`` counts them)."""
+    cur, ref = (rank_ic(f).groupby(level=["unit", "date"]).mean() for f in (frame, base))
+    cur, ref = cur.align(ref, join="inner")
+    return paired_difference(cur, ref, cur.index.get_level_values("date"), horizon, stride, seed)
 
 
 def forecasts(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

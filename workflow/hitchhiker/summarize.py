@@ -8,8 +8,9 @@ test states. Writes metrics.json:
   reward_minus_base    each trained round minus the base policy, paired state by state
   reward_minus_baseline  the last round minus each baseline, paired state by state
   rates_minus_base     each trained round minus the base policy in the valid rate, in
-                       accuracy (where the environment has one) and in each hallucination
-                       rate (any kind, then each), paired state by state
+                       accuracy and rank IC (where the environment has them) and in each
+                       hallucination rate (any kind, then each), paired state by state
+                       (rank IC of elementwise answers: date by date)
 every mean with a 95% block-bootstrap interval over decision dates; learning_curve.png
 (valid rate, accuracy, rank IC, mean reward per round, with intervals), equity_curves.png
 (the portfolio of the last round's greedy decisions against the baselines'),
@@ -38,7 +39,14 @@ import numpy as np
 import pandas as pd
 
 from hitchhiker import artifacts, cli, config, environments, frequency
-from hitchhiker.metrics import block_bootstrap_ci, block_length, decision_stats, paired_difference, portfolio_returns
+from hitchhiker.metrics import (
+    block_bootstrap_ci,
+    block_length,
+    decision_stats,
+    paired_difference,
+    paired_rank_ic,
+    portfolio_returns,
+)
 
 SECTIONS = ["run", "seed", "environment", "states", "reward"]
 MODES = ("greedy", "sampled")
@@ -53,8 +61,9 @@ def per_state(preds: pd.DataFrame, round_: int, mode: str, column: str = "reward
 def paired_rates(preds: pd.DataFrame, env, round_: int, h: int, stride: int, seed: int) -> dict:
     """Round ``round_`` minus the base policy, state by state, in the valid rate, in accuracy
     where the environment says what is right (over the states where both policies gave a
-    decided answer; ``n`` counts them) and in each hallucination rate (the share of answers
-    with a claim of that kind)."""
+    decided answer; ``n`` counts them), in rank IC where answers rank tickers (per state, or
+    per date for elementwise answers: metrics.paired_rank_ic) and in each hallucination rate
+    (the share of answers with a claim of that kind)."""
     rates = env.claim_rates(preds).drop(columns="unsupported_per_answer")
     preds = pd.concat([preds, rates], axis=1).assign(valid_rate=preds["valid"].astype(float))
     accuracy = ["accuracy"] if "correct" in preds else []
@@ -65,6 +74,9 @@ def paired_rates(preds: pd.DataFrame, env, round_: int, h: int, stride: int, see
         for column in ["valid_rate", *accuracy, *rates.columns]:
             cur, base = per_state(preds, round_, mode, column), per_state(preds, 0, mode, column)
             out[mode][column] = paired_difference(cur, base, cur.index.get_level_values("date"), h, stride, seed)
+        if "preference" in preds:  # an environment whose answers rank tickers (metrics.rank_ic)
+            cur, base = (preds[(preds["mode"] == mode) & (preds["round"] == r)] for r in (round_, 0))
+            out[mode]["rank_ic"] = paired_rank_ic(cur, base, h, stride, seed)
     return out
 
 

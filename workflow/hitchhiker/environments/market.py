@@ -131,8 +131,9 @@ class Market:
 
     def answer_metrics(self, scored: pd.DataFrame, block: int, seed: int) -> dict:
         out: dict = {"n_accuracy": int(scored["correct"].notna().sum())}
-        for key, series in (("rank_ic", metrics.rank_ic(scored)), ("brier", metrics.brier(scored))):
-            mean, lo, hi = metrics.block_bootstrap_ci(series.to_numpy(), series.index.to_numpy(), block, seed)
+        ic, brier = metrics.rank_ic(scored), metrics.brier(scored)
+        for key, series, dates in (("rank_ic", ic, ic.index.get_level_values("date")), ("brier", brier, brier.index)):
+            mean, lo, hi = metrics.block_bootstrap_ci(series.to_numpy(), dates.to_numpy(), block, seed)
             out[key] = {"mean": mean, "ci95": [lo, hi], "n": len(series)}
         out["calibration"] = metrics.calibration(scored)
         return out
