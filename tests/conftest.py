@@ -37,6 +37,25 @@ TINY = {
 }
 
 
+# Longest first. pytest-xdist (pyproject's addopts) hands whole modules to its workers in
+# collection order, two to each worker at the start, and more to a worker only as its tests
+# finish: so the signal-learning run goes first with a short module (config) as its
+# worker's second, and the other long ones start at once on the other worker instead of
+# queueing behind it or finishing alone at the end.
+LONGEST_FIRST = [
+    "test_learning", "test_config", "test_slurm", "test_vllm", "test_pipeline", "test_sequential", "test_crash",
+    "test_grpo_train", "test_deepspeed",
+]  # fmt: skip
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        name = item.path.stem
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the order within a module, and of the other modules, stays
+
+
 def tiny_config(**overrides) -> dict:
     """The tiny config with nested overrides: tiny_config(rollout={"samples_per_state": 2})."""
     cfg = copy.deepcopy(TINY)

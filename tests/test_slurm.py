@@ -39,8 +39,12 @@ def test_pipeline_runs_as_slurm_jobs_and_matches_a_local_run(tmp_path):
         d.mkdir()
         write_config(d / "config.yaml", tiny_config())
     cmd = ["snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml"]
+    # the local run alongside: the Slurm run spends most of its time waiting on the scheduler
+    local_run = subprocess.Popen([str(c) for c in (*cmd, "--cores", "2")], cwd=local, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)  # fmt: skip
     run(*cmd, "--profile", ROOT / "profiles" / "slurm", *CPU_CLUSTER, cwd=slurm)
-    run(*cmd, "--cores", "2", cwd=local)
+    local_out, _ = local_run.communicate(timeout=600)
+    assert local_run.returncode == 0, local_out[-3000:]
 
     jobs = _slurm_jobs(before)
     rules = sorted(comment.removeprefix("rule_") for _, comment, _ in jobs)
