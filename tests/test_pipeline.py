@@ -300,6 +300,8 @@ def test_from_another_directory_the_default_config_is_the_checkouts_and_the_run_
     overlay = write_config(tmp_path / "more.yaml", {"rounds": 1})  # --configfile overlays it, and is named too
     proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", overlay, "-n", cwd=tmp_path)
     assert f"config {ROOT / 'config.yaml'} + {overlay};" in proc.stderr and "grpo_train_round_2" not in proc.stdout
+    proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", ROOT / "config.yaml", "-n", cwd=tmp_path)
+    assert f"hitchhiker: config {ROOT / 'config.yaml'}; results" in proc.stderr  # named once, not "x + x"
 
 
 def test_nested_overrides_work_as_a_configfile_and_say_so_as_config(tmp_path):

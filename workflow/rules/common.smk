@@ -29,8 +29,14 @@ shell.prefix(
 RESULTS = f"results/{config['run']}"
 # which files made the config (the default run's, then each --configfile over it), and where
 # the results go: both depend on the working directory
-_overlays = list(workflow.overwrite_configfiles)
-_files = [f for f in workflow.configfiles if f not in _overlays] + _overlays
+# (once each: `--configfile config.yaml` names the default run's own file again)
+_overlays = [Path(f) for f in workflow.overwrite_configfiles]
+_files = [
+    Path(f)
+    for f in workflow.configfiles
+    if Path(f).resolve() not in {o.resolve() for o in _overlays}
+]
+_files += _overlays
 print(
     f"hitchhiker: config {' + '.join(map(str, _files))}; results in {Path(RESULTS).resolve()}",
     file=sys.stderr,
