@@ -37,13 +37,15 @@ TINY = {
 }
 
 
-# Longest first. pytest-xdist (pyproject's addopts) hands whole modules to its workers in
-# collection order, two to each worker at the start, and more to a worker only as its tests
-# finish: so the signal-learning run goes first with a short module (config) as its
-# worker's second, and the other long ones start at once on the other worker instead of
-# queueing behind it or finishing alone at the end.
+# Longest first. pytest-xdist (pyproject's addopts: -n 2, loadscope, no reordering by module
+# size) hands each worker one module, then one more to a worker with at most two tests
+# pending, and more only as its tests finish. So: the signal-learning run (2 tests) on the
+# first worker, Slurm (2) on the second, then a short module (config) as the first worker's
+# second, so that nothing long queues behind the learning run; the second worker takes vLLM
+# at once and the rest as it goes. In xdist's own order (most tests first) the learning run
+# started ten minutes in and finished alone at the end.
 LONGEST_FIRST = [
-    "test_learning", "test_config", "test_slurm", "test_vllm", "test_pipeline", "test_sequential", "test_crash",
+    "test_learning", "test_slurm", "test_config", "test_vllm", "test_pipeline", "test_sequential", "test_crash",
     "test_grpo_train", "test_deepspeed",
 ]  # fmt: skip
 
