@@ -151,15 +151,12 @@ def rank_ic(frame: pd.DataFrame) -> pd.Series:
     ok = frame[frame["valid"]]
     multi = ok[ok["format"] != "elementwise"]
     values = [spearman(p, r) for p, r in zip(multi["preference"], multi["forward_returns"], strict=True)]
-    keys = [(multi["state_id"].to_numpy(), multi["date"].to_numpy())]
-    single = ok[ok["format"] == "elementwise"]
-    for date, part in single.groupby("date"):
+    units, dates = list(multi["state_id"]), list(multi["date"])
+    for date, part in ok[ok["format"] == "elementwise"].groupby("date"):
         values.append(spearman([p[0] for p in part["preference"]], [r[0] for r in part["forward_returns"]]))
-        keys.append((["elementwise"], [date]))
-    index = pd.MultiIndex.from_arrays(
-        [np.concatenate([k[0] for k in keys]), pd.DatetimeIndex(np.concatenate([k[1] for k in keys]))],
-        names=["unit", "date"],
-    )
+        units.append("elementwise")
+        dates.append(date)
+    index = pd.MultiIndex.from_arrays([units, pd.DatetimeIndex(dates)], names=["unit", "date"])
     return pd.Series(values, index=index, dtype=float).dropna()
 
 

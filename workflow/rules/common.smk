@@ -31,11 +31,8 @@ RESULTS = f"results/{config['run']}"
 # the results go: both depend on the working directory
 # (once each: `--configfile config.yaml` names the default run's own file again)
 _overlays = [Path(f) for f in workflow.overwrite_configfiles]
-_files = [
-    Path(f)
-    for f in workflow.configfiles
-    if Path(f).resolve() not in {o.resolve() for o in _overlays}
-]
+_overlaid = {f.resolve() for f in _overlays}
+_files = [Path(f) for f in workflow.configfiles if Path(f).resolve() not in _overlaid]
 _files += _overlays
 print(
     f"hitchhiker: config {' + '.join(map(str, _files))}; results in {Path(RESULTS).resolve()}",
