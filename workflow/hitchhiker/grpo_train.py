@@ -74,8 +74,9 @@ def replay_rollout_func(samples: pd.DataFrame, group_size: int):
     return rollout_func
 
 
-def replay_trainer(importance_sampling: bool):
-    """TRL's GRPOTrainer, with its truncated importance-sampling correction fed by the replay.
+def replay_trainer(importance_sampling: bool, share_prompt: bool):
+    """TRL's GRPOTrainer, with its truncated importance-sampling correction fed by the replay,
+    and (share_prompt) each group's prompt computed once (hitchhiker.shared_prompt).
 
     The samples were drawn by the policy of an earlier round, at a per-state temperature,
     while TRL scores them with the policy being trained at rollout.temperature. TRL corrects
@@ -85,8 +86,15 @@ def replay_trainer(importance_sampling: bool):
     construction (no vLLM engine is built) and lowered around _generate, whose only use of it
     with a rollout_func is syncing weights into that engine. Adds the fraction of tokens
     whose ratio hit the cap to the log.
+
+    TRL computes every per-token logprob (the loss's, the importance ratio's "old" ones, the
+    KL reference's) through _get_per_token_logps_and_entropies, so sharing the prompt there
+    covers all of them; anything it does not handle (images, MoE aux loss, an attention other
+    than sdpa or eager, right-padded prompts) goes to TRL's own.
     """
     from trl import GRPOTrainer
+
+    from hitchhiker import shared_prompt
 
     class ReplayGRPOTrainer(GRPOTrainer):
         def __init__(self, *args, **kwargs):
@@ -112,6 +120,30 @@ def replay_trainer(importance_sampling: bool):
                     self.accelerator.gather(frac).mean().item()
                 )
             return out
+
+        def _get_per_token_logps_and_entropies(
+            self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, compute_entropy=False,
+            compute_aux_loss=False, **extra,
+        ):  # fmt: skip
+            attn = getattr(self.model.config, "_attn_implementation", None)
+            prompt_mask = attention_mask[:, : input_ids.shape[1] - logits_to_keep]
+            if (
+                not share_prompt
+                or compute_aux_loss
+                or any(v is not None for v in extra.values())
+                or attn not in ("sdpa", "eager")
+                or not shared_prompt.left_padded(prompt_mask)
+            ):
+                return super()._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy,
+                    compute_aux_loss, **extra,
+                )  # fmt: skip
+            with self.accelerator.autocast():
+                logps, entropies = shared_prompt.per_token_logps(
+                    model, input_ids, attention_mask, logits_to_keep, attn == "eager",
+                    batch_size, compute_entropy,
+                )  # fmt: skip
+            return logps, entropies, None
 
     return ReplayGRPOTrainer
 
@@ -250,7 +282,7 @@ def main(argv: list[str] | None = None) -> None:
         vllm_importance_sampling_clip_max=tr["importance_sampling"]["cap"],
     )
     dataset = Dataset.from_dict({"prompt": sorted(sizes.index)})
-    trainer = replay_trainer(tr["importance_sampling"]["enabled"])(
+    trainer = replay_trainer(tr["importance_sampling"]["enabled"], tr["share_prompt"])(
         model=model,
         reward_funcs=environment_reward,
         args=args_trl,

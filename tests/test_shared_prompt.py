@@ -1,0 +1,160 @@
+"""The shared-prompt step is training-equivalent to TRL's row-by-row computation.
+
+Both run through our ReplayGRPOTrainer (TRL's GRPOTrainer subclass) on a real Llama
+architecture with random weights: the per-token logprobs, the LoRA gradients and one step of
+training must agree with train.share_prompt off. If TRL stops routing its logprobs through
+_get_per_token_logps_and_entropies, or changes its fused LM head, these fail.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+from datasets import Dataset
+from peft import LoraConfig
+from transformers import LlamaConfig, LlamaForCausalLM
+from trl import GRPOConfig
+
+from hitchhiker import policy, shared_prompt
+from hitchhiker.grpo_train import environment_reward, replay_rollout_func, replay_trainer
+
+T = 7  # completion width
+
+
+def _model(vocab: int, attn: str = "sdpa") -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=256, attn_implementation=attn,
+    )  # fmt: skip
+    return LlamaForCausalLM(cfg)
+
+
+def _samples(vocab: int, lengths=(5, 9, 3), group=3, multi_turn=False) -> pd.DataFrame:
+    """Groups of different prompt lengths, completions of different lengths; in a multi-turn
+    one, a stretch of environment tokens (model_mask 0) in the middle of some completions."""
+    g = torch.Generator().manual_seed(1)
+    rows = []
+    for s, p in enumerate(lengths):
+        prompt = torch.randint(1, vocab, (p,), generator=g).tolist()
+        for k in range(group):
+            n = 2 + (s + k) % (T - 1)
+            mask = [1] * n
+            if multi_turn and n >= 5:
+                mask[2:4] = [0, 0]
+            rows.append(
+                dict(group=f"s{s}", state_id=f"s{s}", sample_idx=k, prompt_ids=prompt,
+                     completion_ids=torch.randint(1, vocab, (n,), generator=g).tolist(),
+                     logprobs=[-1.0] * n, model_mask=mask, reward=float((s * 7 + k * 3) % 5) / 10)  # fmt: skip
+            )
+    return pd.DataFrame(rows)
+
+
+def _trainer(tok, samples: pd.DataFrame, group: int, share: bool, tmp_path, attn="sdpa", lr=1e-2):
+    model = _model(len(tok), attn)
+    args = GRPOConfig(
+        output_dir=str(tmp_path / f"t{share}"), per_device_train_batch_size=len(samples), num_generations=group,
+        num_train_epochs=1, learning_rate=lr, temperature=0.7, max_completion_length=T, report_to=[],
+        use_cpu=True, bf16=False, logging_steps=1, save_strategy="no", seed=0, beta=0.04, loss_type="dapo",
+        vllm_importance_sampling_correction=True, vllm_importance_sampling_mode="token_truncate",
+        vllm_importance_sampling_clip_max=2.0, disable_tqdm=True,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    return replay_trainer(True, share)(
+        model=model, reward_funcs=environment_reward, args=args,
+        train_dataset=Dataset.from_dict({"prompt": sorted(samples.group.unique())}), processing_class=tok,
+        peft_config=LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", init_lora_weights=False),
+        rollout_func=replay_rollout_func(samples, group),
+    )  # fmt: skip
+
+
+def _batch(samples: pd.DataFrame, pad: int, order=None):
+    """TRL's layout: prompts left-padded, completions right-padded to T; rows in ``order``."""
+    order = range(len(samples)) if order is None else order
+    rows = [samples.iloc[i] for i in order]
+    p_w = max(len(r.prompt_ids) for r in rows)
+    ids = torch.full((len(rows), p_w + T), pad)
+    mask = torch.zeros_like(ids)
+    for i, r in enumerate(rows):
+        p, c = list(r.prompt_ids), list(r.completion_ids)
+        ids[i, p_w - len(p) : p_w], mask[i, p_w - len(p) : p_w] = torch.tensor(p), 1
+        ids[i, p_w : p_w + len(c)], mask[i, p_w : p_w + len(c)] = torch.tensor(c), 1
+    return ids, mask
+
+
+@pytest.fixture(scope="module")
+def tok(base_run):
+    return policy.load_tokenizer(str(base_run / "policy" / "round_0"), {"name_or_path": "tiny", "trust_remote_code": False})
+
+
+def _logps_and_grads(trainer, ids, mask, batch_size=None):
+    model = trainer.model
+    model.zero_grad()
+    logps, ent, _ = trainer._get_per_token_logps_and_entropies(
+        model, ids, mask, T, batch_size=batch_size, compute_entropy=True
+    )
+    ((logps * mask[:, -T:]).sum() / 10).backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+    return logps.detach(), ent.detach(), grads
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+@pytest.mark.parametrize("multi_turn", [False, True])
+def test_logprobs_and_lora_gradients_equal_the_unshared_ones(tok, tmp_path, attn, multi_turn):
+    samples = _samples(len(tok), multi_turn=multi_turn)
+    order = torch.randperm(len(samples), generator=torch.Generator().manual_seed(3)).tolist()  # TRL shuffles
+    ids, mask = _batch(samples, tok.pad_token_id, order)
+    got = {share: _logps_and_grads(_trainer(tok, samples, 3, share, tmp_path, attn), ids, mask) for share in (1, 0)}
+    m = mask[:, -T:].bool()
+    (lp1, en1, g1), (lp0, en0, g0) = got[1], got[0]
+    assert torch.allclose(lp1[m], lp0[m], atol=1e-5, rtol=0), (lp1[m] - lp0[m]).abs().max()
+    assert torch.allclose(en1[m], en0[m], atol=1e-5, rtol=0)
+    assert g1.keys() == g0.keys() and any("lora_A" in n for n in g1) and any("lora_B" in n for n in g1)
+    for name in g1:
+        rel = (g1[name] - g0[name]).norm() / g0[name].norm().clamp(min=1e-12)
+        assert rel < 1e-4, (name, rel)
+
+
+def test_groups_of_one_and_chunks_smaller_than_the_batch(tok, tmp_path):
+    # B = 1 shares nothing and must still be exact; a batch_size chunks whole groups
+    samples = _samples(len(tok), lengths=(4, 6, 2), group=1)
+    samples = pd.concat([samples, _samples(len(tok), lengths=(8,), group=3).assign(group="x", state_id="x")])
+    ids, mask = _batch(samples, tok.pad_token_id)
+    trainer = _trainer(tok, samples, 3, True, tmp_path)  # TRL's minimum group; the batch below has groups of 1
+    shared, _, _ = _logps_and_grads(trainer, ids, mask, batch_size=2)
+    trainer.model.zero_grad()
+    plain = super(type(trainer), trainer)._get_per_token_logps_and_entropies(trainer.model, ids, mask, T)[0]
+    m = mask[:, -T:].bool()
+    assert torch.allclose(shared[m], plain.detach()[m], atol=1e-5, rtol=0)
+
+
+def test_the_packed_row_shares_each_prompt_once():
+    ids = torch.tensor([[0, 5, 6, 7, 1, 2], [0, 5, 6, 7, 3, 0], [8, 9, 6, 7, 4, 4]])
+    mask = torch.tensor([[0, 1, 1, 1, 1, 1], [0, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]])
+    packed = shared_prompt.pack(ids, mask, 2)
+    # group [5 6 7]: prefix 5 6, then blocks [7, 1] and [7, 3]; group [8 9 6 7]: prefix 8 9 6, block [7, 4]
+    assert packed.input_ids.tolist() == [[5, 6, 7, 1, 7, 3], [8, 9, 6, 7, 4, 0]]
+    assert packed.position_ids.tolist() == [[1, 2, 3, 4, 3, 4], [0, 1, 2, 3, 4, 0]]  # the unshared positions
+    assert packed.shift_labels.tolist() == [[-100, -100, 1, 2, 3, -100], [-100, -100, -100, 4, 4, -100]]
+    allowed = packed.attention_mask[0, 0]
+    assert allowed[5].tolist() == [True, True, False, False, True, True]  # block 2 sees the prefix and itself
+    assert allowed[3].tolist() == [True, True, True, True, False, False]
+    assert not packed.attention_mask[1, 0, :5, 5].any()  # no token attends to the padding
+    assert packed.index.tolist() == [[2, 3], [4, 5], [6 + 3, 6 + 4]]
+
+
+def test_one_training_step_ends_at_the_same_weights(tok, tmp_path):
+    samples = _samples(len(tok), multi_turn=True)
+    weights = {}
+    for share in (True, False):
+        trainer = _trainer(tok, samples, 3, share, tmp_path)
+        trainer.train()
+        weights[share] = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+        log = trainer.state.log_history[0]
+        assert log["sampling/importance_sampling_ratio/mean"] > 0  # the correction ran on both paths
+    start = {n: p for n, p in _trainer(tok, samples, 3, True, tmp_path).model.named_parameters() if p.requires_grad}
+    for name, w in weights[True].items():
+        moved = (weights[False][name] - start[name]).abs().max()
+        assert moved > 1e-4, name  # the step moved it ...
+        assert (w - weights[False][name]).abs().max() < 1e-3 * moved, name  # ... to the same place

@@ -1,0 +1,153 @@
+"""Per-token logprobs of a GRPO batch with each group's prompt computed once.
+
+TRL's GRPOTrainer scores a batch of N = G x B rows, each ``prompt + completion``: the B
+rows of a group repeat the same prompt, so most of every forward and backward pass is
+that prompt computed B times. Here each group becomes one packed row::
+
+    [prompt[:-1]] [prompt[-1], c_1[:-1]] [prompt[-1], c_2[:-1]] ... [prompt[-1], c_B[:-1]]
+     shared prefix   block 1                block 2                    block B
+
+with a 4D attention mask under which the prefix is causal and each block sees the prefix
+and itself (causally), never another block, and position ids that give every token the
+position it has in TRL's unshared row (left padding included). Block b's position j
+predicts c_b[j] (TRL's fused LM head reads these as pre-shifted labels), so each row's
+logprobs are those of the unshared computation, and the prefix's gradient is the sum of the
+B completions' gradients, as autograd sums it through the shared activations. The same
+idea as verl's prefix grouper (arXiv 2506.05433) and Unsloth's shared-prefix GRPO step,
+written for our trainer: TRL 1.16 has no such option.
+
+Rows are grouped by identical prompt tokens (so TRL's shuffling inside a batch does not
+matter); a group of one row is still exact, it just shares nothing. Multi-turn episodes
+share the first prompt only: the environment's turns are part of each completion, attended
+to as the completion mask says and kept out of the loss by TRL's env_mask as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+IGNORE = -100  # TRL's (and transformers') label for "not scored"
+
+
+@dataclass
+class Packed:
+    input_ids: torch.Tensor  # (G, L)
+    attention_mask: torch.Tensor  # (G, 1, L, L) bool, True = may attend
+    position_ids: torch.Tensor  # (G, L)
+    shift_labels: torch.Tensor  # (G, L): the token each position predicts, IGNORE where none
+    index: torch.Tensor  # (N, T): where each row's completion logprobs lie in the flattened (G * L)
+
+
+def left_padded(prompt_mask: torch.Tensor) -> bool:
+    """True when every row's prompt tokens are one block at the right end (TRL left-pads)."""
+    lengths = prompt_mask.sum(1, keepdim=True)
+    cols = torch.arange(prompt_mask.shape[1], device=prompt_mask.device)
+    return bool((prompt_mask.bool() == (cols >= prompt_mask.shape[1] - lengths)).all() and (lengths > 0).all())
+
+
+def pack(input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_len: int) -> Packed:
+    """One packed row per group of rows sharing a prompt (see the module docstring).
+
+    ``input_ids`` and ``attention_mask`` are TRL's ``cat(prompt, completion)``, prompts left-
+    padded, completions right-padded to ``completion_len``.
+    """
+    n, width = input_ids.shape
+    t, p_w = completion_len, width - completion_len
+    dev = input_ids.device
+    prompt, pmask = input_ids[:, :p_w], attention_mask[:, :p_w]
+    comp, cmask = input_ids[:, p_w:], attention_mask[:, p_w:].bool()
+    members = groups(prompt, pmask)
+    p_len = pmask.sum(1)
+    lengths = [int(p_len[m[0]]) - 1 + len(m) * t for m in members]
+    g, width_out = len(members), max(lengths)
+
+    ids = torch.zeros((g, width_out), dtype=input_ids.dtype, device=dev)  # padding: never attended to nor scored
+    pos = torch.zeros((g, width_out), dtype=torch.long, device=dev)
+    labels = torch.full((g, width_out), IGNORE, dtype=input_ids.dtype, device=dev)
+    valid = torch.zeros((g, width_out), dtype=torch.bool, device=dev)  # a key anyone may attend to
+    segment = torch.full((g, width_out), -1, dtype=torch.long, device=dev)  # 0 prefix, b block b, -1 padding
+    index = torch.empty((n, t), dtype=torch.long, device=dev)
+    for k, rows in enumerate(members):
+        p = int(p_len[rows[0]])
+        ids[k, : p - 1] = prompt[rows[0], p_w - p : p_w - 1]
+        pos[k, : p - 1] = torch.arange(p_w - p, p_w - 1, device=dev)
+        valid[k, : p - 1] = True
+        segment[k, : p - 1] = 0
+        for b, r in enumerate(rows.tolist()):
+            s = p - 1 + b * t
+            ids[k, s] = prompt[r, p_w - 1]
+            ids[k, s + 1 : s + t] = comp[r, : t - 1]
+            pos[k, s : s + t] = torch.arange(p_w - 1, p_w - 1 + t, device=dev)
+            labels[k, s : s + t] = comp[r].masked_fill(~cmask[r], IGNORE)
+            valid[k, s] = True
+            valid[k, s + 1 : s + t] = cmask[r, : t - 1]
+            segment[k, s : s + t] = b + 1
+            index[r] = k * width_out + torch.arange(s, s + t, device=dev)
+    q, kk = segment[:, :, None], segment[:, None, :]
+    causal = torch.ones((width_out, width_out), dtype=torch.bool, device=dev).tril()
+    mask = causal & valid[:, None, :] & ((kk == 0) | (kk == q))
+    mask |= torch.eye(width_out, dtype=torch.bool, device=dev)  # padding attends to itself: no empty softmax row
+    return Packed(ids, mask[:, None], pos, labels, index)
+
+
+def additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The boolean mask as the additive float mask eager attention adds to its scores."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
+
+
+def groups(prompt: torch.Tensor, prompt_mask: torch.Tensor) -> list[torch.Tensor]:
+    """Row indices of each set of rows with the same prompt tokens."""
+    _, group_of = torch.unique(prompt.masked_fill(prompt_mask == 0, -1), dim=0, return_inverse=True)
+    return [torch.nonzero(group_of == g).flatten() for g in range(int(group_of.max()) + 1)]
+
+
+def groups_in_chunks(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_len: int, batch_size: int
+) -> list[torch.Tensor]:
+    """Row indices in chunks of whole groups, each at most ``batch_size`` rows (or one group)."""
+    p_w = input_ids.shape[1] - completion_len
+    chunks, current = [], []
+    for rows in groups(input_ids[:, :p_w], attention_mask[:, :p_w]):
+        if current and len(current) + len(rows) > batch_size:
+            chunks.append(current)
+            current = []
+        current = current + rows.tolist()
+    chunks.append(current)
+    return [torch.tensor(c, device=input_ids.device) for c in chunks]
+
+
+def per_token_logps(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    completion_len: int,
+    eager: bool,
+    batch_size: int | None = None,
+    compute_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(N, T) logprobs of each completion token (and entropies), the prompts shared.
+
+    ``model`` is TRL's model, whose forward takes ``fused_lm_head=True`` and pre-shifted
+    ``shift_labels`` (trl.trainer.utils.add_fused_lm_head): temperature, logit scaling and the
+    LM head's dtype are TRL's. Call it inside the accelerator's autocast, as TRL does.
+    """
+    t = completion_len
+    logps, entropies, order = [], [], []
+    dtype = next(model.parameters()).dtype if eager else None
+    for rows in groups_in_chunks(input_ids, attention_mask, t, batch_size or input_ids.shape[0]):
+        packed = pack(input_ids[rows], attention_mask[rows], t)
+        out = model(
+            input_ids=packed.input_ids,
+            attention_mask=additive(packed.attention_mask, dtype) if eager else packed.attention_mask,
+            position_ids=packed.position_ids,
+            shift_labels=packed.shift_labels,
+            fused_lm_head=True,
+        )
+        logps.append(out.log_probs.reshape(-1)[packed.index])
+        if compute_entropy:
+            entropies.append(out.entropy.reshape(-1)[packed.index])
+        order.append(rows)
+    back = torch.argsort(torch.cat(order))  # chunk order -> row order
+    return torch.cat(logps)[back], torch.cat(entropies)[back] if compute_entropy else None
