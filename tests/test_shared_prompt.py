@@ -43,11 +43,12 @@ def _samples(vocab: int, lengths=(5, 9, 3), group=3, multi_turn=False) -> pd.Dat
             mask = [1] * n
             if multi_turn and n >= 5:
                 mask[2:4] = [0, 0]
+            completion = torch.randint(1, vocab, (n,), generator=g).tolist()
+            reward = float((s * 7 + k * 3) % 5) / 10
             rows.append(
-                dict(group=f"s{s}", state_id=f"s{s}", sample_idx=k, prompt_ids=prompt,
-                     completion_ids=torch.randint(1, vocab, (n,), generator=g).tolist(),
-                     logprobs=[-1.0] * n, model_mask=mask, reward=float((s * 7 + k * 3) % 5) / 10)  # fmt: skip
-            )
+                dict(group=f"s{s}", state_id=f"s{s}", sample_idx=k, prompt_ids=prompt, completion_ids=completion,
+                     logprobs=[-1.0] * n, model_mask=mask, reward=reward)
+            )  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -85,7 +86,8 @@ def _batch(samples: pd.DataFrame, pad: int, order=None):
 
 @pytest.fixture(scope="module")
 def tok(base_run):
-    return policy.load_tokenizer(str(base_run / "policy" / "round_0"), {"name_or_path": "tiny", "trust_remote_code": False})
+    model_cfg = {"name_or_path": "tiny", "trust_remote_code": False}
+    return policy.load_tokenizer(str(base_run / "policy" / "round_0"), model_cfg)
 
 
 def _logps_and_grads(trainer, ids, mask, batch_size=None):
