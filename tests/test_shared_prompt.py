@@ -8,16 +8,21 @@ _get_per_token_logps_and_entropies, or changes its fused LM head, these fail.
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+
 import pandas as pd
 import pytest
 import torch
+import trl.trainer.utils
 from datasets import Dataset
 from peft import LoraConfig
 from transformers import LlamaConfig, LlamaForCausalLM
 from trl import GRPOConfig
 
 from hitchhiker import policy, shared_prompt
-from hitchhiker.grpo_train import environment_reward, replay_rollout_func, replay_trainer
+from hitchhiker.grpo_train import _score_only_labelled_positions, environment_reward, replay_rollout_func
+from hitchhiker.replay_trainer import ReplayGRPOTrainer
 
 T = 7  # completion width
 
@@ -47,23 +52,39 @@ def _samples(vocab: int, lengths=(5, 9, 3), group=3, multi_turn=False) -> pd.Dat
             reward = float((s * 7 + k * 3) % 5) / 10
             rows.append(
                 dict(group=f"s{s}", state_id=f"s{s}", sample_idx=k, prompt_ids=prompt, completion_ids=completion,
-                     logprobs=[-1.0] * n, model_mask=mask, reward=reward)
+                     logprobs=(-2 - 6 * torch.rand(n, generator=g)).tolist(), model_mask=mask, reward=reward)
             )  # fmt: skip
     return pd.DataFrame(rows)
 
 
-def _trainer(tok, samples: pd.DataFrame, group: int, share: bool, tmp_path, attn="sdpa", lr=1e-2):
+@contextlib.contextmanager
+def _head(share: bool):
+    """grpo_train's compact LM head on the shared side only: the other side stays TRL's own."""
+    saved = trl.trainer.utils._use_triton
+    if share:
+        _score_only_labelled_positions()
+    try:
+        yield
+    finally:
+        trl.trainer.utils._use_triton = saved
+
+
+def test_the_compact_head_switch_is_still_where_trl_decides_it():
+    assert "compact = _use_triton(hidden_states.device)" in inspect.getsource(trl.trainer.utils.add_fused_lm_head)
+
+
+def _trainer(tok, samples, group, share, tmp_path, attn="sdpa", mode="token_truncate"):
     model = _model(len(tok), attn)
     args = GRPOConfig(
         output_dir=str(tmp_path / f"t{share}"), per_device_train_batch_size=len(samples), num_generations=group,
-        num_train_epochs=1, learning_rate=lr, temperature=0.7, max_completion_length=T, report_to=[],
+        num_train_epochs=1, learning_rate=1.0, optim="sgd", temperature=0.7, max_completion_length=T, report_to=[],
         use_cpu=True, bf16=False, logging_steps=1, save_strategy="no", seed=0, beta=0.04, loss_type="dapo",
-        vllm_importance_sampling_correction=True, vllm_importance_sampling_mode="token_truncate",
+        vllm_importance_sampling_correction=True, vllm_importance_sampling_mode=mode,
         vllm_importance_sampling_clip_max=2.0, disable_tqdm=True,
     )  # fmt: skip
     torch.manual_seed(0)
-    return replay_trainer(True, share)(
-        model=model, reward_funcs=environment_reward, args=args,
+    return ReplayGRPOTrainer(
+        importance_sampling=True, share_prompt=share, model=model, reward_funcs=environment_reward, args=args,
         train_dataset=Dataset.from_dict({"prompt": sorted(samples.group.unique())}), processing_class=tok,
         peft_config=LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", init_lora_weights=False),
         rollout_func=replay_rollout_func(samples, group),
@@ -93,9 +114,10 @@ def tok(base_run):
 def _logps_and_grads(trainer, ids, mask, batch_size=None):
     model = trainer.model
     model.zero_grad()
-    logps, ent, _ = trainer._get_per_token_logps_and_entropies(
-        model, ids, mask, T, batch_size=batch_size, compute_entropy=True
-    )
+    with _head(trainer.share_prompt):
+        logps, ent, _ = trainer._get_per_token_logps_and_entropies(
+            model, ids, mask, T, batch_size=batch_size, compute_entropy=True
+        )
     ((logps * mask[:, -T:]).sum() / 10).backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
     return logps.detach(), ent.detach(), grads
@@ -146,17 +168,28 @@ def test_the_packed_row_shares_each_prompt_once():
     assert packed.index.tolist() == [[2, 3], [4, 5], [6 + 3, 6 + 4]]
 
 
-def test_one_training_step_ends_at_the_same_weights(tok, tmp_path):
+@pytest.mark.parametrize("mode", ["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"])
+def test_one_training_step_ends_at_the_same_weights(tok, tmp_path, mode):
+    # shared: the importance ratio from the loss's own forward; unshared: TRL's separate pass
     samples = _samples(len(tok), multi_turn=True)
-    weights = {}
+    weights, logs = {}, {}
     for share in (True, False):
-        trainer = _trainer(tok, samples, 3, share, tmp_path)
-        trainer.train()
+        trainer = _trainer(tok, samples, 3, share, tmp_path, mode=mode)
+        with _head(share):
+            trainer.train()
         weights[share] = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
-        log = trainer.state.log_history[0]
-        assert log["sampling/importance_sampling_ratio/mean"] > 0  # the correction ran on both paths
+        logs[share] = trainer.state.log_history[0]
     start = {n: p for n, p in _trainer(tok, samples, 3, True, tmp_path).model.named_parameters() if p.requires_grad}
-    for name, w in weights[True].items():
-        moved = (weights[False][name] - start[name]).abs().max()
-        assert moved > 1e-4, name  # the step moved it ...
-        assert (w - weights[False][name]).abs().max() < 1e-3 * moved, name  # ... to the same place
+    for name, w in weights[True].items():  # SGD: a weight's change is its gradient, so this compares gradients too
+        moved = (weights[False][name] - start[name]).norm()
+        assert moved > 1e-6, name  # the step moved it ...
+        assert (w - weights[False][name]).norm() < 1e-4 * moved, name  # ... to the same place
+    for key in ("min", "mean", "max"):  # the same correction, logged the same
+        got, want = (logs[s][f"sampling/importance_sampling_ratio/{key}"] for s in (True, False))
+        assert got == pytest.approx(want, rel=1e-4, abs=1e-6), key
+    assert logs[True]["sampling/sampling_logp_difference/mean"] == pytest.approx(
+        logs[False]["sampling/sampling_logp_difference/mean"], rel=1e-4
+    )
+    if mode.endswith("truncate"):
+        assert logs[True]["sampling/importance_sampling_ratio/max"] == pytest.approx(2.0)  # the cap was reached
+        assert logs[True]["sampling/importance_sampling_ratio/capped_frac"] > 0

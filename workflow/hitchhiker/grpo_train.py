@@ -6,7 +6,8 @@ the replay buffer through TRL's ``rollout_func`` hook: the dataset holds one row
 each row B = num_generations times, and the rollout function hands back the stored prompt
 ids, completion ids and behaviour logprobs of those B samples; the stored environment
 reward is the reward function. With train.importance_sampling, TRL's truncated IS
-correction reweights each token by pi_theta / mu (see replay_trainer).
+correction reweights each token by pi_theta / mu; with train.share_prompt, each group's
+prompt is computed once (both in hitchhiker.replay_trainer).
 
 With train.save_steps, a checkpoint is written every that many optimizer steps next to the
 output (.<out>-trainer/); a grpo_train killed part-way and started again on the same inputs
@@ -74,80 +75,6 @@ def replay_rollout_func(samples: pd.DataFrame, group_size: int):
     return rollout_func
 
 
-def replay_trainer(importance_sampling: bool, share_prompt: bool):
-    """TRL's GRPOTrainer, with its truncated importance-sampling correction fed by the replay,
-    and (share_prompt) each group's prompt computed once (hitchhiker.shared_prompt).
-
-    The samples were drawn by the policy of an earlier round, at a per-state temperature,
-    while TRL scores them with the policy being trained at rollout.temperature. TRL corrects
-    for exactly this (ratio pi_theta / mu per token from the logprobs a rollout_func returns,
-    truncated at a cap, logged as sampling/importance_sampling_ratio/*), but only when
-    use_vllm is set, its one source of off-policy samples. So the flag is raised after
-    construction (no vLLM engine is built) and lowered around _generate, whose only use of it
-    with a rollout_func is syncing weights into that engine. Adds the fraction of tokens
-    whose ratio hit the cap to the log.
-
-    TRL computes every per-token logprob (the loss's, the importance ratio's "old" ones, the
-    KL reference's) through _get_per_token_logps_and_entropies, so sharing the prompt there
-    covers all of them; anything it does not handle (images, MoE aux loss, an attention other
-    than sdpa or eager, right-padded prompts) goes to TRL's own.
-    """
-    from trl import GRPOTrainer
-
-    from hitchhiker import shared_prompt
-
-    class ReplayGRPOTrainer(GRPOTrainer):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.use_vllm = importance_sampling
-
-        def _generate(self, prompts):
-            self.use_vllm = False
-            try:
-                return super()._generate(prompts)
-            finally:
-                self.use_vllm = importance_sampling
-
-        def _generate_and_score_completions(self, inputs):
-            out = super()._generate_and_score_completions(inputs)
-            if importance_sampling:
-                ratio, mask = out["importance_sampling_ratio"], out["completion_mask"].bool()
-                hit = ratio >= self.vllm_importance_sampling_clip_max
-                hit = hit[mask] if hit.shape == mask.shape else hit.flatten()
-                frac = hit.float().mean() if hit.numel() else torch.zeros((), device=ratio.device)
-                mode = "train" if self.model.training else "eval"
-                self._metrics[mode]["sampling/importance_sampling_ratio/capped_frac"].append(
-                    self.accelerator.gather(frac).mean().item()
-                )
-            return out
-
-        def _get_per_token_logps_and_entropies(
-            self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, compute_entropy=False,
-            compute_aux_loss=False, **extra,
-        ):  # fmt: skip
-            attn = getattr(self.model.config, "_attn_implementation", None)
-            prompt_mask = attention_mask[:, : input_ids.shape[1] - logits_to_keep]
-            if (
-                not share_prompt
-                or compute_aux_loss
-                or any(v is not None for v in extra.values())
-                or attn not in ("sdpa", "eager")
-                or not shared_prompt.left_padded(prompt_mask)
-            ):
-                return super()._get_per_token_logps_and_entropies(
-                    model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy,
-                    compute_aux_loss, **extra,
-                )  # fmt: skip
-            with self.accelerator.autocast():
-                logps, entropies = shared_prompt.per_token_logps(
-                    model, input_ids, attention_mask, logits_to_keep, attn == "eager",
-                    batch_size, compute_entropy,
-                )  # fmt: skip
-            return logps, entropies, None
-
-    return ReplayGRPOTrainer
-
-
 def last_complete_checkpoint(work: Path) -> str | None:
     """The newest checkpoint that was written to the end, or None.
 
@@ -190,6 +117,17 @@ def _skip_trl_vllm_import() -> None:
     trl_imports.is_vllm_available = lambda *args, **kwargs: False
 
 
+def _score_only_labelled_positions() -> None:
+    """TRL's fused LM head projects only the positions that have a label on Triton devices,
+    and every position elsewhere, so that a Neuron device does not recompile for each new
+    count (trl.trainer.utils.add_fused_lm_head). On a CPU nothing recompiles, and projecting
+    the prompt's positions onto the vocabulary was half of a training step: take the compact
+    path everywhere. Same values (tests/test_shared_prompt.py pins the switch)."""
+    import trl.trainer.utils as trl_utils
+
+    trl_utils._use_triton = lambda device: True  # its only use there is that choice; the kernel keeps its own
+
+
 def main(argv: list[str] | None = None) -> None:
     p = cli.parser(__doc__)
     cli.add_config_arg(p)
@@ -200,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     cfg = config.load(args.config, set(SECTIONS))
     _skip_trl_vllm_import()
+    _score_only_labelled_positions()
     tr, ro = cfg["train"], cfg["rollout"]
     group = ro["samples_per_state"]
     samples = buffer.replay(args.buffer, cfg["run"], args.round, min(tr["replay_rounds"], args.round))
@@ -282,7 +221,9 @@ def main(argv: list[str] | None = None) -> None:
         vllm_importance_sampling_clip_max=tr["importance_sampling"]["cap"],
     )
     dataset = Dataset.from_dict({"prompt": sorted(sizes.index)})
-    trainer = replay_trainer(tr["importance_sampling"]["enabled"], tr["share_prompt"])(
+    from hitchhiker.replay_trainer import ReplayGRPOTrainer
+
+    trainer = ReplayGRPOTrainer(
         model=model,
         reward_funcs=environment_reward,
         args=args_trl,
@@ -290,6 +231,8 @@ def main(argv: list[str] | None = None) -> None:
         processing_class=tok,
         peft_config=peft_config,
         rollout_func=replay_rollout_func(samples, group),
+        importance_sampling=tr["importance_sampling"]["enabled"],
+        share_prompt=tr["share_prompt"],
     )
     last = last_complete_checkpoint(work)
     if last and trainer.accelerator.is_main_process:
