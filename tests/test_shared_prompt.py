@@ -20,8 +20,8 @@ from peft import LoraConfig
 from transformers import LlamaConfig, LlamaForCausalLM
 from trl import GRPOConfig
 
-from hitchhiker import policy, shared_prompt
-from hitchhiker.grpo_train import _score_only_labelled_positions, environment_reward, replay_rollout_func
+from hitchhiker import lm_head, policy, shared_prompt
+from hitchhiker.grpo_train import environment_reward, replay_rollout_func
 from hitchhiker.replay_trainer import ReplayGRPOTrainer
 
 T = 7  # completion width
@@ -59,18 +59,20 @@ def _samples(vocab: int, lengths=(5, 9, 3), group=3, multi_turn=False) -> pd.Dat
 
 @contextlib.contextmanager
 def _head(share: bool):
-    """grpo_train's compact LM head on the shared side only: the other side stays TRL's own."""
-    saved = trl.trainer.utils._use_triton
+    """grpo_train's CPU LM head on the shared side only: the other side stays TRL's own."""
+    saved = trl.trainer.utils._use_triton, trl.trainer.utils._ChunkedLogProbFunction
     if share:
-        _score_only_labelled_positions()
+        lm_head.use_on_cpu()
     try:
         yield
     finally:
-        trl.trainer.utils._use_triton = saved
+        trl.trainer.utils._use_triton, trl.trainer.utils._ChunkedLogProbFunction = saved
 
 
-def test_the_compact_head_switch_is_still_where_trl_decides_it():
-    assert "compact = _use_triton(hidden_states.device)" in inspect.getsource(trl.trainer.utils.add_fused_lm_head)
+def test_the_cpu_head_replaces_what_trl_still_calls():
+    source = inspect.getsource(trl.trainer.utils.add_fused_lm_head)
+    assert "compact = _use_triton(hidden_states.device)" in source
+    assert "per_token = _ChunkedLogProbFunction.apply(" in source
 
 
 def _trainer(tok, samples, group, share, tmp_path, attn="sdpa", mode="token_truncate"):

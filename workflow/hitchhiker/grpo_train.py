@@ -35,7 +35,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from hitchhiker import artifacts, buffer, cli, config, policy
+from hitchhiker import artifacts, buffer, cli, config, lm_head, policy
 
 SECTIONS = ["run", "seed", "model", "rollout", "train"]
 
@@ -117,17 +117,6 @@ def _skip_trl_vllm_import() -> None:
     trl_imports.is_vllm_available = lambda *args, **kwargs: False
 
 
-def _score_only_labelled_positions() -> None:
-    """TRL's fused LM head projects only the positions that have a label on Triton devices,
-    and every position elsewhere, so that a Neuron device does not recompile for each new
-    count (trl.trainer.utils.add_fused_lm_head). On a CPU nothing recompiles, and projecting
-    the prompt's positions onto the vocabulary was half of a training step: take the compact
-    path everywhere. Same values (tests/test_shared_prompt.py pins the switch)."""
-    import trl.trainer.utils as trl_utils
-
-    trl_utils._use_triton = lambda device: True  # its only use there is that choice; the kernel keeps its own
-
-
 def main(argv: list[str] | None = None) -> None:
     p = cli.parser(__doc__)
     cli.add_config_arg(p)
@@ -138,7 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     cfg = config.load(args.config, set(SECTIONS))
     _skip_trl_vllm_import()
-    _score_only_labelled_positions()
+    if not torch.cuda.is_available():
+        lm_head.use_on_cpu()
     tr, ro = cfg["train"], cfg["rollout"]
     group = ro["samples_per_state"]
     samples = buffer.replay(args.buffer, cfg["run"], args.round, min(tr["replay_rounds"], args.round))

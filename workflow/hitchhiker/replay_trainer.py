@@ -33,6 +33,18 @@ from trl import GRPOTrainer
 from hitchhiker import shared_prompt
 
 
+def keep_lora_inputs_in_bf16(model) -> None:
+    """PEFT casts each LoRA layer's input to the adapter's dtype (float32 next to bf16 weights),
+    and autocast casts it back to bf16 for the matmul: two copies of every activation, a tenth
+    of a training step on the CPU. Under bf16 autocast the matmul is bf16 either way, so the
+    values are the same without them (peft.helpers.disable_input_dtype_casting, made lasting)."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    for module in model.modules():
+        if isinstance(module, BaseTunerLayer):
+            module.cast_input_dtype_enabled = False
+
+
 class ReplayGRPOTrainer(GRPOTrainer):
     def __init__(self, *args, importance_sampling: bool, share_prompt: bool, **kwargs):
         super().__init__(*args, **kwargs)
@@ -40,6 +52,8 @@ class ReplayGRPOTrainer(GRPOTrainer):
         self.share_prompt = share_prompt
         self.use_vllm = importance_sampling
         self._ratio_for = None  # the inputs whose importance ratio the next forward with grad computes
+        if share_prompt and self.args.bf16:
+            keep_lora_inputs_in_bf16(self.model)
 
     def _ratio_from_loss_forward(self) -> bool:
         generate_every = self.args.steps_per_generation * self.num_iterations
