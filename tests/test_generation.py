@@ -54,6 +54,21 @@ def test_sampling_is_seeded_and_greedy_is_deterministic(tiny):
     assert [r["completion_ids"] for r in both] == [r["completion_ids"] for r in g1 + a]
 
 
+def test_the_shared_prefill_samples_what_a_prefill_per_sample_would(tiny, monkeypatch):
+    # each prompt's cache computed once and repeated for its B samples: the same tokens drawn
+    # and the same logprobs as generate prefilling every copy
+    model, tok, ids = tiny
+    temps = [0.6, 0.7, 0.8, 0.65, 0.75]
+    assert len({len(i) for i in ids}) > 1  # left padding within a batch
+    shared = generation.transformers_generate(model, tok, ids, temps, n=4, max_new_tokens=8, batch_size=3, seed=5)
+    monkeypatch.setattr(generation, "shared_prefill", lambda *args: None)  # generate prefills each row
+    plain = generation.transformers_generate(model, tok, ids, temps, n=4, max_new_tokens=8, batch_size=3, seed=5)
+    assert [r["completion_ids"] for r in shared] == [r["completion_ids"] for r in plain]
+    np.testing.assert_allclose(
+        [x for r in shared for x in r["logprobs"]], [x for r in plain for x in r["logprobs"]], atol=1e-5
+    )
+
+
 def _vllm_like(prompt_ids, samples):
     """Objects shaped like vllm.RequestOutput / CompletionOutput / Logprob."""
     outputs = [

@@ -185,49 +185,63 @@ HALLUCINATION_PROMPT = prompts.render(
 )
 
 
-@pytest.mark.parametrize(
-    "completion, found",
-    [
-        # percent claims: supported by a shown or compounded return, or not
-        ("A because AAPL rose 1.46% yesterday", {"claims": 1}),
-        ("A, up 0.85% in two days", {"claims": 1}),  # (1 + 0.0146)(1 - 0.006) - 1, compounded
-        ("B: MSFT -1.00% then +0.5%", {"claims": 2}),
-        ("A rose 7%", {"claims": 1, "unsupported": 1}),
-        ("A: Previous answer: A returns more than 10% over the next 5 trading days.", {"claims": 1, "unsupported": 1}),
-        # figures recited as shown (SmolLM2 recites invented ones), cut-off last numbers skipped
-        ("A: +0.07 -1.29 +1.30 -0.60 +1.46", {}),
-        ("A: +3.5 +1.4 +2.9 +1.9 + 3.5", {"figure": 4}),
-        ("A: +0.25 +2.01 -0.90 +1.36 -0", {"figure": 4}),
-        ("A: 1.29 1.3", {}),  # unsigned, at the precision written
-        ("A=0.5, B=0.5 because", {}),  # listwise weights are not figures
-        # arithmetic on figures (its operands are figures too)
-        ("A: +0.13 +1.44 = +0.25\nB", {"arithmetic": 1, "figure": 2}),
-        ("A: 1.84 -1.22 = 1.08, which is exactly 1", {"arithmetic": 1, "figure": 2}),
-        ("A: +0.07 -1.29 = -1.22 so", {}),
-        ("+1.30 - 0.60 = 5.20%", {"arithmetic": 1, "claims": 1, "unsupported": 1}),
-        # labels bound to another of the state's tickers
-        ("A (MSFT): +1.00", {"label": 1}),
-        ("MSFT (A) rises", {"label": 1}),
-        ("A (AAPL): +0.07 -1.29 +1.30 -0.60 +1.46", {}),
-        ("Asked by a user.\nA (MISC): -1.29", {"unknown_ticker": 1}),  # not in the state: unknown
-        # periods the prompt does not show
-        ("A, it rose on Monday and on 2021-03-04", {"day": 2}),
-        ("A: over the last 10 days", {"day": 1}),
-        ("A, over the past 5 trading days", {}),
-        ("A will return more over the next 5 trading days, specifically in the previous 2 trading days.", {}),
-        ("A, it beat B over the last 2 weeks", {"day": 1}),
-        # unknown tickers, once per distinct word
-        ("A beats TSLA and NVDA, and TSLA again", {"unknown_ticker": 2}),
-        ("A, as US GDP grows", {}),
-        ("M]ijortnsA to toTortor7y", {}),
-    ],
-)
+HALLUCINATION_CASES = [
+    # percent claims: supported by a shown or compounded return, or not
+    ("A because AAPL rose 1.46% yesterday", {"claims": 1}),
+    ("A, up 0.85% in two days", {"claims": 1}),  # (1 + 0.0146)(1 - 0.006) - 1, compounded
+    ("B: MSFT -1.00% then +0.5%", {"claims": 2}),
+    ("A rose 7%", {"claims": 1, "unsupported": 1}),
+    ("A: Previous answer: A returns more than 10% over the next 5 trading days.", {"claims": 1, "unsupported": 1}),
+    # figures recited as shown (SmolLM2 recites invented ones), cut-off last numbers skipped
+    ("A: +0.07 -1.29 +1.30 -0.60 +1.46", {}),
+    ("A: +3.5 +1.4 +2.9 +1.9 + 3.5", {"figure": 4}),
+    ("A: +0.25 +2.01 -0.90 +1.36 -0", {"figure": 4}),
+    ("A: 1.29 1.3", {}),  # unsigned, at the precision written
+    ("A=0.5, B=0.5 because", {}),  # listwise weights are not figures
+    # arithmetic on figures (its operands are figures too)
+    ("A: +0.13 +1.44 = +0.25\nB", {"arithmetic": 1, "figure": 2}),
+    ("A: 1.84 -1.22 = 1.08, which is exactly 1", {"arithmetic": 1, "figure": 2}),
+    ("A: +0.07 -1.29 = -1.22 so", {}),
+    ("+1.30 - 0.60 = 5.20%", {"arithmetic": 1, "claims": 1, "unsupported": 1}),
+    # labels bound to another of the state's tickers
+    ("A (MSFT): +1.00", {"label": 1}),
+    ("MSFT (A) rises", {"label": 1}),
+    ("A (AAPL): +0.07 -1.29 +1.30 -0.60 +1.46", {}),
+    ("Asked by a user.\nA (MISC): -1.29", {"unknown_ticker": 1}),  # not in the state: unknown
+    # periods the prompt does not show
+    ("A, it rose on Monday and on 2021-03-04", {"day": 2}),
+    ("A: over the last 10 days", {"day": 1}),
+    ("A, over the past 5 trading days", {}),
+    ("A will return more over the next 5 trading days, specifically in the previous 2 trading days.", {}),
+    ("A, it beat B over the last 2 weeks", {"day": 1}),
+    # unknown tickers, once per distinct word
+    ("A beats TSLA and NVDA, and TSLA again", {"unknown_ticker": 2}),
+    ("A, as US GDP grows", {}),
+    ("M]ijortnsA to toTortor7y", {}),
+]
+
+
+@pytest.mark.parametrize("completion, found", HALLUCINATION_CASES)
 def test_hallucination_rules_on_smollm2_style_completions(completion, found):
     got = hallucination.check(completion, HALLUCINATION_PROMPT, ["AAPL", "MSFT"])
     assert got._asdict() == {**dict.fromkeys(hallucination.Claims._fields, 0), **found}
     assert hallucination.count(completion, HALLUCINATION_PROMPT, ["AAPL", "MSFT"]) == sum(
         v for k, v in found.items() if k != "claims"
     )
+
+
+def test_a_batch_of_completions_is_checked_each_on_its_own():
+    # check_many scans the completions joined by a NUL: no claim may reach across the join
+    # (a sum, a figure's look-ahead, "the last number"), in either order, next to an empty
+    # text or one that holds a NUL itself
+    texts = [c for c, _ in HALLUCINATION_CASES]
+    other = prompts.render("pairwise", ["MSFT", "AAPL"], np.full((2, 3), 0.02), 5)
+    for batch in (texts, texts[::-1], [*texts, "", "A\x00 rose 7%", "1.5"]):
+        shown = [HALLUCINATION_PROMPT if i % 2 else other for i in range(len(batch))]
+        pairs = [["AAPL", "MSFT"] if i % 2 else ["MSFT", "AAPL"] for i in range(len(batch))]
+        got = hallucination.check_many(batch, shown, pairs)
+        alone = [hallucination.check(c, p, t)._asdict() for c, p, t in zip(batch, shown, pairs, strict=True)]
+        assert got.to_dict("records") == alone
 
 
 def test_hallucination_reads_the_data_frequency_for_lookbacks():

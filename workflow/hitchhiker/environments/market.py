@@ -45,7 +45,7 @@ def correct(weights: np.ndarray, valid: np.ndarray, fwd: np.ndarray, k: np.ndarr
 def preference(rankings, weights) -> list[list[float]]:
     """What each answer prefers, per ticker: its weights, or for a ranking k - rank."""
     out = []
-    for ranking, w in zip(rankings, weights, strict=True):
+    for ranking, w in zip(rankings.tolist(), weights.tolist(), strict=True):  # once, not a scalar per element
         ranking = list(ranking)
         out.append([float(len(ranking) - ranking.index(j)) for j in range(len(ranking))] if ranking else list(w))
     return out
@@ -116,16 +116,13 @@ class Market:
             samples["completion"], out["format"].to_numpy()[pos], fwd_state[pos], k_state[pos], reward_cfg
         ).set_axis(samples.index)
         seen = states_.set_index("state_id").loc[samples["state_id"], ["prompt", "tickers"]]
-        checks = [
-            hallucination.check(c, p, t)
-            for c, p, t in zip(samples["completion"], seen["prompt"], seen["tickers"], strict=True)
-        ]
+        claims = hallucination.check_many(samples["completion"], seen["prompt"], seen["tickers"])
         w = np.zeros((len(pos), fwd_state.shape[1]))  # score_many's weights: k per valid answer, none per invalid
         kept = np.where(frame["valid"], k_state[pos], 0)
         w[np.arange(w.shape[1]) < kept[:, None]] = pc.list_flatten(pa.array(frame["weights"])).to_numpy()
         frame["correct"] = correct(w, frame["valid"].to_numpy(), fwd_state[pos], k_state[pos])
         frame["preference"] = preference(frame["ranking"], frame["weights"])
-        claims = pd.DataFrame(checks, columns=list(hallucination.Claims._fields), index=samples.index)
+        claims = claims.set_axis(samples.index)
         claims["unsupported_claims"] = claims[list(hallucination.KINDS)].sum(axis=1)
         return pd.concat([frame, claims], axis=1)
 
