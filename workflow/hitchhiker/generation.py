@@ -105,37 +105,41 @@ def transformers_generate(
         for kind in np.split(order, [int((~sampled).sum())])
         for start in range(0, len(kind), batch_size)
     ]
+
+    # a greedy batch and a sampled batch of the same prompts (evaluate answers each state both
+    # ways) share one prefill: the greedy one decodes first, the cache is cut back to the
+    # prompts and repeated for the samples. Greedy decoding draws no random numbers, so the
+    # samples are the ones a call without the greedy prompts would draw.
+    def key(idx) -> tuple:
+        return tuple(tuple(prompt_ids[i]) for i in idx)
+
+    twins: dict[tuple, list] = {}
+    for idx in batches:
+        if sampled[idx[0]]:
+            twins.setdefault(key(idx), []).append(idx)
+    units = [(idx, (twins.get(key(idx)) or [None]).pop(0)) for idx in batches if not sampled[idx[0]]]
+    units += [(None, idx) for left in twins.values() for idx in left]
     rows: list[dict] = []
-    for idx in tqdm(batches, desc=desc, unit="batch"):
+
+    def decode(idx, ids, mask, cache, n_per: int) -> None:
         sampling = bool(sampled[idx[0]])
-        n_per = n if sampling else 1
-        width = max(len(prompt_ids[i]) for i in idx)
-        ids = torch.full((len(idx), width), pad, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, i in enumerate(idx):  # left padding, so that generation continues each prompt
-            ids[row, width - len(prompt_ids[i]) :] = torch.tensor(prompt_ids[i])
-            mask[row, width - len(prompt_ids[i]) :] = 1
-        ids, mask = ids.to(device), mask.to(device)
         temps = torch.tensor([temperatures[i] for i in idx], device=device).repeat_interleave(n_per)
         proc = RowTemperature(torch.where(temps > 0, temps, torch.ones_like(temps)))
-        with torch.no_grad():
-            cache = shared_prefill(model, ids, mask, n_per)
-            out = model.generate(
-                input_ids=ids.repeat_interleave(n_per, 0),
-                attention_mask=mask.repeat_interleave(n_per, 0),
-                past_key_values=cache,
-                do_sample=sampling,
-                max_new_tokens=max_new_tokens,
-                temperature=1.0,
-                top_k=0,
-                top_p=1.0,
-                logits_processor=LogitsProcessorList([proc]),
-                pad_token_id=pad,
-                eos_token_id=list(eos_ids),
-            )
-        gen = out[:, width:]
+        out = model.generate(
+            input_ids=ids.repeat_interleave(n_per, 0),
+            attention_mask=mask.repeat_interleave(n_per, 0),
+            past_key_values=cache,
+            do_sample=sampling,
+            max_new_tokens=max_new_tokens,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            logits_processor=LogitsProcessorList([proc]),
+            pad_token_id=pad,
+            eos_token_id=list(eos_ids),
+        )
+        gen = out[:, ids.shape[1] :].cpu()
         logps = proc.finish(out).cpu()
-        gen = gen.cpu()
         for row in range(gen.shape[0]):
             comp, finish = _trim(gen[row].tolist(), eos_ids)
             i = idx[row // n_per]
@@ -150,6 +154,25 @@ def transformers_generate(
                     finish=finish,
                 )
             )
+
+    for greedy, sample in tqdm(units, desc=desc, unit="batch"):
+        idx = greedy if greedy is not None else sample
+        width = max(len(prompt_ids[i]) for i in idx)
+        ids = torch.full((len(idx), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, i in enumerate(idx):  # left padding, so that generation continues each prompt
+            ids[row, width - len(prompt_ids[i]) :] = torch.tensor(prompt_ids[i])
+            mask[row, width - len(prompt_ids[i]) :] = 1
+        ids, mask = ids.to(device), mask.to(device)
+        with torch.no_grad():
+            cache = shared_prefill(model, ids, mask, 1 if greedy is not None else n)
+            if greedy is not None:
+                decode(greedy, ids, mask, cache, 1)
+            if greedy is not None and sample is not None and cache is not None:
+                cache.crop(width - 1)  # back to the prompts, for the samples
+                cache.batch_repeat_interleave(n)
+            if sample is not None:
+                decode(sample, ids, mask, cache, n)
     for r in rows:
         r["completion"] = tokenizer.decode(r["completion_ids"], skip_special_tokens=True)
     return sorted(rows, key=lambda r: (r["prompt_index"], r["sample_idx"]))

@@ -46,7 +46,8 @@ class Logprob:
 
 class LLM:
     def __init__(self, model, tensor_parallel_size=1, seed=0, trust_remote_code=False, logprobs_mode="raw_logprobs",
-                 enable_lora=False, max_loras=1, max_lora_rank=16, dtype="auto"):  # fmt: skip
+                 enable_lora=False, max_loras=1, max_lora_rank=16, dtype="auto",
+                 enable_prefix_caching=None):  # fmt: skip
         if not Path(model).is_dir():
             raise OSError(f"fake vllm: no model directory {model}")
         gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
@@ -57,7 +58,8 @@ class LLM:
         self.enable_lora = enable_lora
         _log(event="engine", model=str(model), gpus=os.environ["CUDA_VISIBLE_DEVICES"],
              tensor_parallel_size=tensor_parallel_size, logprobs_mode=logprobs_mode,
-             enable_lora=enable_lora, max_lora_rank=max_lora_rank)  # fmt: skip
+             enable_lora=enable_lora, max_lora_rank=max_lora_rank,
+             enable_prefix_caching=enable_prefix_caching)  # fmt: skip
 
     def generate(self, prompts, sampling_params, lora_request=None, use_tqdm=True):
         if lora_request is not None and not self.enable_lora:
