@@ -214,3 +214,29 @@ def test_the_budget_check_agrees_with_exact_token_counts(base_run):
     fits = build_states.budget_check(tok, chunk=7)
     for budget in (exact.min() - 1, int(np.median(exact)), exact.max(), exact.max() + 40, 10_000):
         assert np.array_equal(fits(texts, budget), exact <= budget)
+
+
+@pytest.mark.parametrize(
+    "reward", [{}, {"cost_bps": 10, "benchmark": "equal_weight"}, {"returns": "log", "benchmark": "equal_weight"}]
+)
+def test_every_action_is_priced_as_score_pays_its_answer(reward):
+    cfg = _cfg()
+    cfg["states"]["formats"] = ["elementwise", "pairwise", "listwise"]
+    cfg["data"]["tickers"] = ["AAPL", "MSFT", "KO", "JPM", "XOM"]
+    cfg["reward"] = {**cfg["reward"], **reward}
+    env = get("market")
+    states, outcomes = env.make_states(_prices(tickers=cfg["data"]["tickers"]), cfg, _fits)
+    priced = env.action_rewards(outcomes, cfg["reward"])
+    sizes = priced.groupby("state_id").size()
+    expect = outcomes.set_index("state_id")["tickers"].map(lambda t: 3 if len(t) == 1 else len(t))  # long/flat/short
+    assert len(sizes) == len(outcomes) and (sizes == expect.reindex(sizes.index)).all()
+    assert set(outcomes["format"]) == {"elementwise", "pairwise", "listwise"}
+    # the same actions written as answers, with a rationale, scored by the stage's own method
+    samples = pd.DataFrame({"state_id": priced["state_id"], "completion": priced["action"] + " because it rose"})
+    samples["answers"] = samples["completion"].map(lambda c: [c])
+    scored = env.score(samples, states, outcomes, cfg["reward"])
+    assert scored["valid"].all()
+    np.testing.assert_allclose(priced["reward"], scored["reward"], rtol=0, atol=1e-12)
+    first = outcomes.iloc[0]
+    best = priced[priced.state_id == first.state_id].sort_values("reward").iloc[-1]
+    assert best["weights"][int(np.argmax(first["forward_returns"]))] == 1 or len(first["tickers"]) == 1

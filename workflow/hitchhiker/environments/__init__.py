@@ -70,6 +70,12 @@ class Environment(Protocol):
         preference, a count per kind of claim). ``correct`` (1, 0 or NaN), where given, is
         reported as accuracy. Never raises on a completion."""
 
+    def action_rewards(self, outcomes: pd.DataFrame, reward_cfg: dict) -> pd.DataFrame:
+        """Where the environment prices every action of a state (a market knows each ticker's
+        forward return): one row per (state_id, action) with the action's answer text, its
+        weights and the reward score would pay that answer. Single-turn environments only; a
+        multi-turn one, whose later turns depend on earlier actions, has none."""
+
     def answer_metrics(self, scored: pd.DataFrame, block: int, seed: int) -> dict:
         """The environment's own metrics of one policy's scored answers in one decoding mode
         (with date, format, tickers and forward_returns joined), for metrics.json: each a

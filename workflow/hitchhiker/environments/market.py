@@ -51,6 +51,14 @@ def preference(rankings, weights) -> list[list[float]]:
     return out
 
 
+def discrete_actions(fmt: str, k: int) -> list[tuple[str, list[float]]]:
+    """A format's discrete answers and their weights: long, flat, short for one ticker; each
+    label for several (the $1 on that ticker)."""
+    if fmt == "elementwise":
+        return [(word, [w]) for word, w in answers.WORDS.items()]
+    return [(label, np.eye(k)[j].tolist()) for j, label in enumerate(answers.labels(k))]
+
+
 def real_closes(prices: pd.DataFrame, cfg: dict) -> pd.DataFrame:
     """The fetched closes, dates x data.tickers."""
     return states.wide(prices, cfg)
@@ -125,6 +133,30 @@ class Market:
         claims = claims.set_axis(samples.index)
         claims["unsupported_claims"] = claims[list(hallucination.KINDS)].sum(axis=1)
         return pd.concat([frame, claims], axis=1)
+
+    def action_rewards(self, outcomes: pd.DataFrame, reward_cfg: dict) -> pd.DataFrame:
+        """Every discrete action of each state, priced as score prices its answer: one row per
+        (state_id, action) with the action's answer text, its weights and its reward. Pairwise
+        and listwise: each label (all of the $1 on that ticker); elementwise: long, flat and
+        short. What a full-information objective trains on: the reward of every action, not
+        only of those the policy happened to sample."""
+        rows = [
+            (sid, action, w, r)
+            for sid, fmt, r in zip(outcomes["state_id"], outcomes["format"], outcomes["forward_returns"], strict=True)
+            for action, w in discrete_actions(fmt, len(r))
+        ]
+        k = np.array([len(w) for _, _, w, _ in rows])
+        weights, fwd = np.zeros((len(rows), max(k, default=1))), np.zeros((len(rows), max(k, default=1)))
+        for i, (_, _, w, r) in enumerate(rows):
+            weights[i, : len(w)], fwd[i, : len(w)] = w, r
+        return pd.DataFrame(
+            {
+                "state_id": [r[0] for r in rows],
+                "action": [r[1] for r in rows],
+                "weights": [r[2] for r in rows],
+                "reward": answers.rewards(weights, fwd, k, np.ones(len(rows), bool), reward_cfg),
+            }
+        )
 
     def answer_metrics(self, scored: pd.DataFrame, block: int, seed: int) -> dict:
         out: dict = {"n_accuracy": int(scored["correct"].notna().sum())}
