@@ -75,6 +75,23 @@ def test_the_cpu_head_replaces_what_trl_still_calls():
     assert "per_token = _ChunkedLogProbFunction.apply(" in source
 
 
+@pytest.mark.parametrize("softcap, scale", [(None, 1.0), (30.0, 0.5)])
+def test_the_cpu_head_gives_trls_logprobs_entropies_and_gradients(softcap, scale):
+    from trl.kernels import ChunkedLogProbFunction
+
+    g = torch.Generator().manual_seed(0)
+    hidden = torch.randn(9, 16, generator=g, requires_grad=True)
+    weight = torch.randn(50, 16, generator=g, requires_grad=True)
+    targets = torch.randint(0, 50, (9,), generator=g)
+    got = {}
+    for name, head in (("ours", lm_head.PlainLogProbs), ("trl", ChunkedLogProbFunction)):
+        logp, entropy, *_ = head.apply(hidden, weight, None, targets, 0.7, 32, softcap, scale, ("log_probs", "entropy"))
+        grads = torch.autograd.grad(logp.sum() + 0.3 * entropy.sum(), (hidden, weight))  # 32: two vocabulary tiles
+        got[name] = (logp, entropy, *grads)
+    for ours, trl_ in zip(got["ours"], got["trl"], strict=True):
+        torch.testing.assert_close(ours, trl_, atol=1e-5, rtol=1e-5)
+
+
 def _trainer(tok, samples, group, share, tmp_path, attn="sdpa", mode="token_truncate"):
     model = _model(len(tok), attn)
     args = GRPOConfig(

@@ -67,9 +67,12 @@ def shared_prefill(model, ids: torch.Tensor, mask: torch.Tensor, n: int):
     rows alike) prefills each copy, and the prompt is most of a rollout's FLOPs (a 138-token
     prompt against 24 new tokens). The last token is left for ``generate``, which needs one
     to produce the first logits; positions are the ones ``generate`` gives a left-padded row.
+    None (``generate`` prefills itself) for prompts one token wide: nothing to share.
     """
     from transformers import DynamicCache
 
+    if ids.shape[1] < 2:
+        return None
     cache = DynamicCache(config=model.config)
     positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
     model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],

@@ -188,11 +188,15 @@ class _Batch:
         self.ends = self.starts + lengths
         self.text = _SEP.join(texts)
         self.prompt_of, self.unique = pd.factorize(np.asarray(prompts_, dtype=object))
+        self.parsed: dict[int, _Reference] = {}  # each prompt parsed once, and only if a claim needs it
 
     def references(self, matches) -> tuple[np.ndarray, list[_Reference]]:
-        """Each match's row in the references of the prompts it needs, parsed only for those."""
+        """Each match's row in the references of the prompts it needs."""
         needed, row = np.unique(self.prompt_of[self.owner(matches)], return_inverse=True)
-        return row, [_reference(self.unique[i]) for i in needed]
+        for i in needed:
+            if i not in self.parsed:
+                self.parsed[i] = _reference(self.unique[i])
+        return row, [self.parsed[i] for i in needed]
 
     def owner(self, matches) -> np.ndarray:
         """The completion each match lies in."""
@@ -202,16 +206,14 @@ class _Batch:
         """Matches per completion."""
         return np.bincount(self.owner(matches), minlength=self.n).astype(np.int64)
 
-    def unsupported(self, matches, sign: int, number: int, table: str, tol) -> list:
-        """The numeric matches that no value of their prompt's ``table`` (a :class:`_Reference`
-        field) supports within ``tol(ref)``, compared with absolute values when the number is
-        written without a sign."""
+    def unsupported(self, matches, table: str, tol) -> list:
+        """The numeric matches (sign in group 1, number in group 2) that no value of their
+        prompt's ``table`` (a :class:`_Reference` field) supports within ``tol(ref)``, compared
+        with absolute values when the number is written without a sign."""
         if not matches:
             return []
-        signs = [m.group(sign) for m in matches]
-        value = np.array(
-            [float(m.group(number)) * (-1 if s == "-" else 1) for m, s in zip(matches, signs, strict=True)]
-        )
+        signs = [m.group(1) for m in matches]
+        value = np.array([float(m.group(2)) * (-1 if s == "-" else 1) for m, s in zip(matches, signs, strict=True)])
         row, refs = self.references(matches)
         ref = _padded([getattr(r, table) for r in refs])[row]
         ref = np.where(np.array([bool(s) for s in signs])[:, None], ref, np.abs(ref))
@@ -237,7 +239,7 @@ def _figures(b: _Batch, results: set[int]) -> list:
     found = [m for m in _FIGURE.finditer(b.text) if m.start(2) not in results and m.start(1) not in results]
     found = [m for m, i in zip(found, b.owner(found), strict=True) if m.end() != b.ends[i]]
     tol = np.array([0.5 * 10.0 ** -len(m.group(3)) + 1e-9 for m in found])[:, None]
-    return b.unsupported(found, 1, 2, "values", lambda ref: tol)
+    return b.unsupported(found, "values", lambda ref: tol)
 
 
 def _labels(b: _Batch) -> list:
@@ -299,7 +301,7 @@ def check_many(completions, prompts_, tickers_) -> pd.DataFrame:
     wrong_sums, results = _arithmetic(b)
     columns = (
         b.counts(percents),
-        b.counts(b.unsupported(percents, 1, 2, "implied", lambda ref: np.maximum(0.05, 0.05 * np.abs(ref)))),
+        b.counts(b.unsupported(percents, "implied", lambda ref: np.maximum(0.05, 0.05 * np.abs(ref)))),
         b.counts(_figures(b, results)),
         b.counts(wrong_sums),
         b.counts(_labels(b)),
