@@ -46,7 +46,7 @@ TINY = {
 # started ten minutes in and finished alone at the end.
 LONGEST_FIRST = [
     "test_learning", "test_slurm", "test_config", "test_vllm", "test_pipeline", "test_sequential", "test_crash",
-    "test_grpo_train", "test_deepspeed",
+    "test_objectives", "test_grpo_train", "test_deepspeed",
 ]  # fmt: skip
 
 

@@ -41,6 +41,25 @@ def test_default_config_validates_and_fills_defaults():
             lambda c: (c["rollout"].update(backend="vllm", vllm_lora=True), c["train"]["lora"].update(enabled=False)),
             "rollout.vllm_lora = true, but train.lora.enabled = false",
         ),
+        (
+            lambda c: c["train"].update(objective="best_answers", importance_sampling={"enabled": True}),
+            "train.importance_sampling.enabled = true applies only to train.objective = grpo, not best_answers",
+        ),
+        (lambda c: c["train"].update(objective="dpo", share_prompt=True), "train.share_prompt = true applies only"),
+        (lambda c: c["train"].update(objective="dpo", beta=0.04), "train.beta = 0.04 applies only"),
+        (lambda c: c["train"].update(dpo={"margin": 0.01}), "train.dpo.margin = 0.01 applies only to train.objective = dpo"),
+        (lambda c: c["train"].update(objective="sft"), "train.objective"),
+        (
+            lambda c: (c.update(environment="sequential"), c["train"].update(objective="full_information"),
+                       c["states"].update(formats=["pairwise"], turns=1)),
+            "train.objective = full_information: the sequential environment does not price every action",
+        ),
+        (
+            lambda c: (c.update(environment="sequential"), c["train"].update(objective="dpo"),
+                       c["states"].update(formats=["pairwise"], turns=1)),
+            "train.objective = dpo: the sequential environment's completions hold the environment's turns",
+        ),
+        (lambda c: c["train"].update(objective="dpo", per_device_batch_size=6), None),
         (lambda c: c.update(run="../escape"), "config key run"),
         (lambda c: c["data"].update(tickers=["AAPL", "MSFT; rm -rf /"]), "data.tickers"),
     ],
@@ -48,6 +67,9 @@ def test_default_config_validates_and_fills_defaults():
 def test_bad_config_is_one_line_naming_the_key(mutate, message):
     cfg = copy.deepcopy(tiny_config())
     mutate(cfg)
+    if message is None:  # a good config of the same kind, for contrast
+        config.validate(cfg)
+        return
     with pytest.raises(HitchhikerError) as err:
         config.validate(cfg)
     assert message in str(err.value)

@@ -265,7 +265,7 @@ def test_the_replay_window_trains_on_the_last_rounds_even_when_a_state_repeats(b
     assert len(replay(str(buffer), "tiny", 2, rounds=1).group.unique()) == 8
     proc = stage("grpo_train", "--config", cfg, "--round", "2", "--buffer", buffer,
                  "--policy", base_run / "policy" / "round_0", "--out", tmp_path / "policy")  # fmt: skip
-    assert "round 2, 16 groups x 4" in proc.stdout
+    assert "round 2, grpo on 16 groups x 4" in proc.stdout
 
 
 def test_a_checkpoint_cut_short_by_a_kill_is_not_resumed(tmp_path):

@@ -15,7 +15,8 @@ buffer is an immutable artifact (Snakemake's) and the file accumulates across ro
                                                 valid, invalid_reason, claim counts, ...),
                                                 market_reward (its reward) and reward (less
                                                 the grounding penalty): what GRPO trains on
-score writes a round (:func:`write`); grpo_train reads it back (:func:`replay`).
+score writes a round (:func:`write`); grpo_train reads it back (:func:`replay`, and for the
+full_information objective :func:`outcomes`).
 """
 
 from __future__ import annotations
@@ -90,4 +91,14 @@ def replay(buffer: str | Path, run: str, round_: int, rounds: int = 1) -> pd.Dat
                JOIN prompts p USING (run, round, state_id)
                WHERE r.run = ? AND r.round BETWEEN ? AND ? ORDER BY r.round, r.state_id, r.sample_idx""",
             [run, round_ - rounds + 1, round_],
+        ).df()
+
+
+def outcomes(buffer: str | Path, run: str, state_ids) -> pd.DataFrame:
+    """The stored outcomes of ``state_ids`` (the environment's columns)."""
+    with duckdb.connect(str(buffer), read_only=True) as con:
+        con.register("wanted", pd.DataFrame({"state_id": list(state_ids)}))
+        return con.execute(
+            "SELECT o.* EXCLUDE (run) FROM outcomes o JOIN wanted USING (state_id) WHERE o.run = ? ORDER BY state_id",
+            [run],
         ).df()

@@ -35,9 +35,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from hitchhiker import artifacts, buffer, cli, config, lm_head, policy
+from hitchhiker import artifacts, buffer, cli, config, environments, lm_head, objectives, policy
 
-SECTIONS = ["run", "seed", "model", "rollout", "train"]
+SECTIONS = ["run", "seed", "environment", "model", "rollout", "reward", "train"]
 
 
 def replay_rollout_func(samples: pd.DataFrame, group_size: int):
@@ -142,9 +142,7 @@ def main(argv: list[str] | None = None) -> None:
         )
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    from datasets import Dataset
     from peft import LoraConfig
-    from trl import GRPOConfig
 
     tok = policy.load_tokenizer(args.policy, cfg["model"])
     model = policy.load_model(args.policy, cfg["model"])
@@ -181,18 +179,12 @@ def main(argv: list[str] | None = None) -> None:
     # the trainer's directory, a resumed run appends to the same logs.
     os.environ["TENSORBOARD_LOGGING_DIR"] = str(work / "tensorboard")
     deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true"  # set by accelerate launch
-    args_trl = GRPOConfig(
+    common = dict(  # the TrainingArguments every objective shares
         output_dir=str(work),
         per_device_train_batch_size=tr["per_device_batch_size"],
         gradient_accumulation_steps=tr["gradient_accumulation_steps"],
-        num_generations=group,
         num_train_epochs=tr["epochs"],
         learning_rate=tr["learning_rate"],
-        beta=tr["beta"],
-        loss_type=tr["loss_type"],
-        scale_rewards=tr["scale_rewards"],
-        temperature=ro["temperature"],
-        max_completion_length=ro["max_new_tokens"],
         logging_steps=1,
         save_strategy="steps" if tr["save_steps"] else "no",
         save_steps=tr["save_steps"] or 500,
@@ -206,24 +198,31 @@ def main(argv: list[str] | None = None) -> None:
         ddp_backend="gloo" if deepspeed and not torch.cuda.is_available() else None,
         bf16=cfg["model"]["dtype"] == "bfloat16",
         disable_tqdm=False,
-        vllm_importance_sampling_correction=tr["importance_sampling"]["enabled"],
-        vllm_importance_sampling_mode=tr["importance_sampling"]["mode"],
-        vllm_importance_sampling_clip_max=tr["importance_sampling"]["cap"],
     )
-    dataset = Dataset.from_dict({"prompt": sorted(sizes.index)})
-    from hitchhiker.replay_trainer import ReplayGRPOTrainer
+    priced = None
+    if tr["objective"] == "full_information":
+        env = environments.get(cfg["environment"])
+        priced = env.action_rewards(buffer.outcomes(args.buffer, cfg["run"], samples["state_id"].unique()), cfg["reward"])
+    trainer = objectives.trainer(cfg, samples, priced, model, tok, peft_config, common)
+    if trainer is None:  # nothing to learn from this round: the starting policy goes on unchanged
+        with artifacts.atomic_path(out, is_dir=True) as tmp:
+            model.save_pretrained(tmp / "model")
+            tok.save_pretrained(tmp / "model")
+            if peft_config is not None:
+                from peft import get_peft_model
 
-    trainer = ReplayGRPOTrainer(
-        model=model,
-        reward_funcs=environment_reward,
-        args=args_trl,
-        train_dataset=dataset,
-        processing_class=tok,
-        peft_config=peft_config,
-        rollout_func=replay_rollout_func(samples, group),
-        importance_sampling=tr["importance_sampling"]["enabled"],
-        share_prompt=tr["share_prompt"],
-    )
+                get_peft_model(model, peft_config).save_pretrained(tmp / "adapter")  # LoRA B = 0: the identity
+            policy.write_spec(tmp, "model", args.round, adapter_of=args.policy if peft_config is not None else None)
+            pd.DataFrame().to_csv(tmp / "train_log.csv", index=False)
+            (tmp / "tensorboard").mkdir()
+        shutil.rmtree(work, ignore_errors=True)
+        why = {
+            "dpo": f"no group's best and worst samples differ by more than train.dpo.margin = {tr['dpo']['margin']}",
+            "best_answers": "no group's best sample beat its group's mean reward",
+        }[tr["objective"]]
+        print(f"grpo_train: round {args.round}, {tr['objective']}: {why} ({len(sizes)} groups); "
+              f"the policy goes on unchanged -> {args.out}")
+        return
     last = last_complete_checkpoint(work)
     if last and trainer.accelerator.is_main_process:
         print(f"grpo_train: resuming from {Path(last).name}", flush=True)
@@ -248,7 +247,8 @@ def main(argv: list[str] | None = None) -> None:
         acc = trainer.accelerator
         how = acc.distributed_type.value + (f" ZeRO-{acc.state.deepspeed_plugin.zero_stage}" if deepspeed else "")
         print(
-            f"grpo_train: round {args.round}, {len(sizes)} groups x {group}, {trainer.state.global_step} steps "
+            f"grpo_train: round {args.round}, {tr['objective']} on {len(sizes)} groups x {group}, "
+            f"{trainer.state.global_step} steps "
             f"on {acc.num_processes} process(es), {how} -> {args.out}{cli.peak_gpu_memory()}"
         )
     trainer.accelerator.wait_for_everyone()

@@ -166,6 +166,11 @@ class Sequential:
         market.Market("market").check_config({**cfg, "states": {**st, "turns": 1}} if st else cfg)
         if data.get("news"):
             raise HitchhikerError("config key data.news: the sequential environment shows no headlines")
+        if cfg.get("train", {}).get("objective") == "dpo":
+            raise HitchhikerError(
+                "config key train.objective = dpo: the sequential environment's completions hold the environment's "
+                "turns, which DPOTrainer would train as the model's own tokens (grpo and best_answers mask them)"
+            )
 
     def check_data(self, prices: pd.DataFrame, cfg: dict) -> None:
         states.split_indices(states.wide(prices, cfg).index, cfg["states"])

@@ -1,0 +1,145 @@
+"""train.objective: what each objective takes from the buffer (checked by hand), the
+full-information loss and its shared-prompt step, and each objective through the whole DAG."""
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+from conftest import ROOT, run, tiny_config, write_config
+from hitchhiker import buffer, objectives
+from hitchhiker.environments import get
+from hitchhiker.full_information import action_logps, loss_and_stats
+
+
+def _samples(rewards: dict[str, list[float]]) -> pd.DataFrame:
+    rows = []
+    for g, (name, rs) in enumerate(rewards.items()):
+        for k, r in enumerate(rs):
+            rows.append(
+                dict(
+                    group=name, state_id=name, sample_idx=k, prompt_ids=[7, g], completion_ids=[g, k, 99],
+                    model_mask=[1, 0, 1] if k == 0 else [1, 1, 1], reward=r,
+                )
+            )  # fmt: skip
+    return pd.DataFrame(rows).sample(frac=1, random_state=0)  # the buffer's order must not matter
+
+
+REWARDS = {
+    "1/a": [0.3, -0.1, 0.3, 0.0],  # best: 0 (first of the two 0.3), worst: 1
+    "1/b": [0.05, 0.05, 0.05, 0.05],  # all equal: no pair, no best answer
+    "1/c": [0.0, 0.01, 0.005, 0.0],  # best 1, worst 0 (first of the two 0.0); a gap of 0.01
+}
+
+
+def test_dpo_takes_each_groups_best_and_worst_where_they_differ_by_more_than_the_margin():
+    pairs = objectives.dpo_pairs(_samples(REWARDS), margin=0.0)
+    assert list(pairs.group) == ["1/a", "1/c"]
+    assert list(pairs.chosen_idx) == [0, 1] and list(pairs.rejected_idx) == [1, 0]
+    assert pairs.prompt_ids.tolist() == [[7, 0], [7, 2]]
+    assert pairs.chosen_ids.tolist() == [[0, 0, 99], [2, 1, 99]]
+    assert pairs.rejected_ids.tolist() == [[0, 1, 99], [2, 0, 99]]
+    assert list(objectives.dpo_pairs(_samples(REWARDS), margin=0.02).group) == ["1/a"]
+    assert objectives.dpo_pairs(_samples({"1/b": REWARDS["1/b"]}), margin=0.0).empty
+
+
+def test_best_answers_are_each_groups_best_above_its_mean_with_the_loss_on_the_models_tokens():
+    rows = objectives.best_answers(_samples(REWARDS))
+    assert list(rows.group) == ["1/a", "1/c"] and list(rows.sample_idx) == [0, 1]
+    assert rows.input_ids.tolist() == [[7, 0, 0, 0, 99], [7, 2, 2, 1, 99]]
+    # the prompt is not trained, nor the environment's token (model_mask 0) in sample 0
+    assert rows.completion_mask.tolist() == [[0, 0, 1, 0, 1], [0, 0, 1, 1, 1]]
+
+
+def _llama(seed=0):
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)  # fmt: skip
+    return LlamaForCausalLM(cfg).float().eval()
+
+
+BATCH = [  # prompts of different lengths; two or three actions, some of two tokens
+    {"prompt_ids": [1, 5, 9, 3, 4], "action_ids": [[10], [11]], "rewards": [0.02, -0.01]},
+    {"prompt_ids": [2, 6], "action_ids": [[12, 13], [14], [15, 16]], "rewards": [0.0, 0.0, 0.01]},
+    {"prompt_ids": [8, 8, 7, 1, 2, 3, 4], "action_ids": [[10], [11]], "rewards": [-0.03, 0.01]},
+]
+
+
+def _alone(model, prompt, action):
+    """log pi(action | prompt) from one unpadded forward pass of that row alone."""
+    ids = torch.tensor([prompt + action])
+    logp = torch.log_softmax(model(input_ids=ids).logits.float(), -1)[0]
+    return sum(logp[len(prompt) - 1 + j, a] for j, a in enumerate(action))
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_action_logprobs_and_gradients_are_the_same_with_the_prompt_shared(attn):
+    model = _llama()
+    model.config._attn_implementation = attn
+    expected = torch.stack([_alone(model, x["prompt_ids"], a) for x in BATCH for a in x["action_ids"]])
+    grads = {}
+    for share in (True, False):
+        model.zero_grad()
+        logps, owner = action_logps(model, BATCH, share_prompt=share, eager=attn == "eager")
+        assert owner == [0, 0, 1, 1, 1, 2, 2]
+        torch.testing.assert_close(logps, expected, atol=1e-5, rtol=1e-5)
+        loss_and_stats(logps, owner, [x["rewards"] for x in BATCH])[0].backward()
+        grads[share] = torch.cat([p.grad.flatten() for p in model.parameters()])
+    torch.testing.assert_close(grads[True], grads[False], atol=1e-5, rtol=1e-4)
+
+
+def test_the_loss_is_the_gap_weighted_cross_entropy_to_the_best_action():
+    logps = torch.log(torch.tensor([0.2, 0.3, 0.1, 0.1, 0.3]))
+    owner = [0, 0, 1, 1, 1]
+    rewards = [[0.03, -0.01], [0.0, 0.02, 0.01]]
+    loss, stats = loss_and_stats(logps, owner, rewards)
+    w = torch.tensor([0.03 - 0.01, 0.02 - 0.01])  # best minus the actions' mean
+    ce = torch.tensor([-torch.log(torch.tensor(0.4)), -torch.log(torch.tensor(0.2))])  # renormalised over actions
+    torch.testing.assert_close(loss, (w * ce).sum() / w.sum())
+    assert stats == pytest.approx({"p_best": (0.4 + 0.2) / 2, "picks_best": 0.0})
+    # the gradient moves probability to the best action
+    logits = torch.zeros(5, requires_grad=True)
+    loss_and_stats(logits, owner, rewards)[0].backward()
+    assert logits.grad[0] < 0 < logits.grad[1] and logits.grad[3] < 0 < logits.grad[2]
+    # a state whose actions all pay the same weighs nothing
+    tie = loss_and_stats(torch.zeros(2, requires_grad=True), [0, 0], [[0.01, 0.01]])[0]
+    assert tie.item() == 0.0
+
+
+@pytest.mark.parametrize("objective", ["dpo", "best_answers", "full_information"])
+def test_each_objective_runs_every_stage_of_the_dag(objective, tmp_path):
+    cfg = tiny_config(run=objective, rounds=2)
+    cfg["train"] = {**cfg["train"], "objective": objective}
+    write_config(tmp_path / "config.yaml", cfg)
+    run("snakemake", "-s", ROOT / "Snakefile", "--configfile", tmp_path / "config.yaml", "--cores", "2", cwd=tmp_path)
+    res = tmp_path / "results" / objective
+    summary = json.loads((res / "metrics.json").read_text())
+    assert [r["round"] for r in summary["rounds"]] == [0, 1, 2]
+    trained = 0
+    for r in (1, 2):
+        log = (res / "logs" / f"grpo_train_round_{r}.log").read_text()
+        before, after = (load_file(res / "policy" / f"round_{q}" / "model" / "model.safetensors") for q in (r - 1, r))
+        moved = any(not torch.equal(before[k], after[k]) for k in before)
+        if "the policy goes on unchanged" in log:  # a round with nothing to learn from (no pair, no best)
+            assert not moved and objective != "full_information"
+            continue
+        trained += 1
+        assert f"grpo_train: round {r}, {objective} on 8 groups x 4" in log and moved
+        train_log = pd.read_csv(res / "policy" / f"round_{r}" / "train_log.csv")
+        column = {"dpo": "rewards/margins", "best_answers": "mean_token_accuracy"}.get(objective, "full_information/p_best")
+        assert train_log[column].notna().any()
+    assert trained >= 1
+    if objective == "full_information":  # its rows: every action's text, as the policy's tokenizer spells it
+        samples = buffer.replay(res / "buffer" / "round_1.duckdb", objective, 1)
+        outcomes = buffer.outcomes(res / "buffer" / "round_1.duckdb", objective, samples.state_id.unique())
+        priced = get("market").action_rewards(outcomes, {"invalid_penalty": -0.05, "returns": "simple", "cost_bps": 0, "benchmark": "none"})
+        tok = AutoTokenizer.from_pretrained(res / "policy" / "round_0" / "model")
+        rows = objectives.action_rows(samples, priced, tok)
+        assert len(rows) == 8
+        for row, sid in zip(rows.itertuples(), samples.groupby("group").state_id.first(), strict=True):
+            mine = priced[priced.state_id == sid]
+            assert [tok.decode(a) for a in row.action_ids] == list(mine.action)
+            assert row.rewards == pytest.approx(list(mine.reward))

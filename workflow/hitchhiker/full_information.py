@@ -1,0 +1,138 @@
+"""train.objective full_information: the first answer word trained towards the action the
+market paid best, with the reward of every action, not only of those the policy sampled.
+
+A market knows what every answer would have earned (Environment.action_rewards): each
+ticker's forward return is in the outcomes table. For each state, the policy's distribution
+over its actions is its probability of each action's answer text as the completion's first
+tokens, renormalised over the actions, q_k = softmax_k log pi(a_k | prompt). The loss is the
+cross-entropy to the best action, weighted by what the best action earned over the mean of
+all actions (what a uniform pick would have left), normalised over the batch:
+
+    L = sum_s w_s * -log q_s(best_s) / sum_s w_s,      w_s = r_best,s - mean_k r_k,s
+
+so a state where every action pays the same weighs nothing, and the learning rate does not
+depend on the scale of the returns. Cross-entropy rather than the expected reward
+sum_k q_k r_k: the expected reward's gradient on an action is q_k (r_k - mean_q r), which
+vanishes where the policy is sure of one action, as SmolLM2 is of "A" (its greedy answer to
+every pairwise state); the cross-entropy's is largest there.
+
+What it leaves untrained: every token after the first answer word (the rationale, the end of
+the answer) gets no gradient of its own; it moves only as far as the shared weights carry it.
+No sampled completion is read, so no behaviour policy needs correcting (no importance
+sampling) and there is no reference policy (no KL term). TRL has no such objective: this is
+a transformers Trainer with its own compute_loss, so checkpoints, resumption, LoRA,
+accelerate and DeepSpeed are the Trainer's.
+
+With share_prompt (train.share_prompt, on by default) each state's prompt is computed once
+and its K actions attend to it (hitchhiker.shared_prompt's packing), and the LM head runs at
+the actions' positions only; off, each (state, action) is its own row.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import Trainer
+
+from hitchhiker import shared_prompt
+
+
+def _rows(batch: list[dict], device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+    """Every (state, action) as a row: prompt left-padded, action right-padded (TRL's layout).
+    Returns input_ids, attention_mask, the actions' labels (IGNORE past each action's end)
+    and each row's state."""
+    pairs = [(x["prompt_ids"], a, s) for s, x in enumerate(batch) for a in x["action_ids"]]
+    p_w, t = max(len(p) for p, _, _ in pairs), max(len(a) for _, a, _ in pairs)
+    ids = torch.zeros((len(pairs), p_w + t), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    labels = torch.full((len(pairs), t), shared_prompt.IGNORE, dtype=torch.long)
+    for i, (p, a, _) in enumerate(pairs):
+        ids[i, p_w - len(p) : p_w], mask[i, p_w - len(p) : p_w + len(a)] = torch.tensor(p), 1
+        ids[i, p_w : p_w + len(a)] = labels[i, : len(a)] = torch.tensor(a)
+    return ids.to(device), mask.to(device), labels.to(device), [s for _, _, s in pairs]
+
+
+def _forward(model, ids, mask, position_ids, keep: int, eager: bool) -> torch.Tensor:
+    if eager and mask.dim() == 4:
+        mask = shared_prompt.additive(mask, next(model.parameters()).dtype)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids, logits_to_keep=keep)
+    return torch.log_softmax(out.logits.float(), dim=-1)
+
+
+def action_logps(model, batch: list[dict], share_prompt: bool, eager: bool) -> tuple[torch.Tensor, list[int]]:
+    """log pi(action | prompt) of every (state, action) row of ``batch`` (rows of
+    objectives.action_rows), and each row's state."""
+    ids, mask, labels, owner = _rows(batch, next(model.parameters()).device)
+    n, t = labels.shape
+    if not share_prompt:
+        # the last t + 1 positions: position p_w - 1 + j predicts the action's token j
+        positions = (mask.cumsum(1) - 1).clamp(min=0)
+        logp = _forward(model, ids, mask, positions, t + 1, eager)[:, :t]
+        taken = logp.gather(2, labels.clamp(min=0)[..., None])[..., 0]
+        return (taken * (labels != shared_prompt.IGNORE)).sum(1), owner
+    packed = shared_prompt.pack(ids, mask, t)
+    g, width = packed.input_ids.shape
+    row_of, pos = packed.index // width, packed.index % width
+    # move each packed row's padding to its front, so that every row's action blocks end at
+    # the last column and the LM head need only run on the last `keep` positions
+    end = torch.zeros(g, dtype=torch.long, device=ids.device).scatter_reduce(0, row_of[:, -1], pos[:, -1] + 1, "amax")
+    shift = width - end
+    roll = lambda x, s, dims: torch.roll(x, shifts=(s,) * len(dims), dims=dims)  # noqa: E731
+    inputs = [
+        torch.stack([roll(x[k], int(shift[k]), dims) for k in range(g)])
+        for x, dims in (
+            (packed.input_ids, (0,)),
+            (packed.position_ids, (0,)),
+            (packed.attention_mask, (-2, -1)),
+        )
+    ]
+    pos = pos + shift[row_of]
+    keep = int(width - pos[:, 0].min())
+    logp = _forward(model, inputs[0], inputs[2], inputs[1], keep, eager)
+    taken = logp[row_of, pos - (width - keep), labels.clamp(min=0)]
+    return (taken * (labels != shared_prompt.IGNORE)).sum(1), owner
+
+
+def loss_and_stats(logps: torch.Tensor, owner: list[int], rewards: list[list[float]]) -> tuple[torch.Tensor, dict]:
+    """The weighted cross-entropy of the module docstring, and what it saw: the mean
+    probability of the best action (renormalised over the actions) and the share of states
+    whose most probable action is the best."""
+    owner_t = torch.tensor(owner, device=logps.device)
+    terms, weights, p_best, picks = [], [], [], []
+    for s, r in enumerate(rewards):
+        log_q = torch.log_softmax(logps[owner_t == s], dim=0)
+        r = torch.tensor(r, dtype=log_q.dtype, device=log_q.device)
+        best = int(torch.argmax(r))  # the first among equals
+        weights.append(r[best] - r.mean())
+        terms.append(-log_q[best])
+        p_best.append(log_q[best].detach().exp())
+        picks.append(float(int(torch.argmax(log_q.detach())) == best))
+    w = torch.stack(weights)
+    loss = (w * torch.stack(terms)).sum() / w.sum().clamp(min=torch.finfo(w.dtype).tiny)
+    stats = {"p_best": float(torch.stack(p_best).mean()), "picks_best": sum(picks) / len(picks)}
+    return loss, stats
+
+
+class FullInformationTrainer(Trainer):
+    """A transformers Trainer whose loss is :func:`loss_and_stats` on rows of
+    objectives.action_rows; logs full_information/p_best and full_information/picks_best
+    (means over the steps since the last log)."""
+
+    def __init__(self, *args, share_prompt: bool, **kwargs):
+        super().__init__(*args, data_collator=lambda rows: {"rows": rows}, **kwargs)
+        self.share_prompt = share_prompt
+        self._seen: list[dict] = []
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        rows = inputs["rows"]
+        eager = getattr(self.model.config, "_attn_implementation", None) == "eager"
+        logps, owner = action_logps(model, rows, self.share_prompt, eager)
+        loss, stats = loss_and_stats(logps, owner, [x["rewards"] for x in rows])
+        self._seen.append(stats)
+        return (loss, None) if return_outputs else loss
+
+    def log(self, logs: dict, *args, **kwargs) -> None:
+        if self._seen and "loss" in logs:
+            for key in self._seen[0]:
+                logs[f"full_information/{key}"] = sum(s[key] for s in self._seen) / len(self._seen)
+            self._seen = []
+        super().log(logs, *args, **kwargs)
