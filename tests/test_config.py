@@ -47,16 +47,25 @@ def test_default_config_validates_and_fills_defaults():
         ),
         (lambda c: c["train"].update(objective="dpo", share_prompt=True), "train.share_prompt = true applies only"),
         (lambda c: c["train"].update(objective="dpo", beta=0.04), "train.beta = 0.04 applies only"),
-        (lambda c: c["train"].update(dpo={"margin": 0.01}), "train.dpo.margin = 0.01 applies only to train.objective = dpo"),
+        (
+            lambda c: c["train"].update(dpo={"margin": 0.01}),
+            "train.dpo.margin = 0.01 applies only to train.objective = dpo",
+        ),
         (lambda c: c["train"].update(objective="sft"), "train.objective"),
         (
-            lambda c: (c.update(environment="sequential"), c["train"].update(objective="full_information"),
-                       c["states"].update(formats=["pairwise"], turns=1)),
+            lambda c: (
+                c.update(environment="sequential"),
+                c["train"].update(objective="full_information"),
+                c["states"].update(formats=["pairwise"], turns=1),
+            ),
             "train.objective = full_information: the sequential environment does not price every action",
         ),
         (
-            lambda c: (c.update(environment="sequential"), c["train"].update(objective="dpo"),
-                       c["states"].update(formats=["pairwise"], turns=1)),
+            lambda c: (
+                c.update(environment="sequential"),
+                c["train"].update(objective="dpo"),
+                c["states"].update(formats=["pairwise"], turns=1),
+            ),
             "train.objective = dpo: the sequential environment's completions hold the environment's turns",
         ),
         (lambda c: c["train"].update(objective="dpo", per_device_batch_size=6), None),

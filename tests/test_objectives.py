@@ -129,13 +129,17 @@ def test_each_objective_runs_every_stage_of_the_dag(objective, tmp_path):
         trained += 1
         assert f"grpo_train: round {r}, {objective} on 8 groups x 4" in log and moved
         train_log = pd.read_csv(res / "policy" / f"round_{r}" / "train_log.csv")
-        column = {"dpo": "rewards/margins", "best_answers": "mean_token_accuracy"}.get(objective, "full_information/p_best")
+        column = {"dpo": "rewards/margins", "best_answers": "mean_token_accuracy"}.get(
+            objective, "full_information/p_best"
+        )
         assert train_log[column].notna().any()
     assert trained >= 1
     if objective == "full_information":  # its rows: every action's text, as the policy's tokenizer spells it
         samples = buffer.replay(res / "buffer" / "round_1.duckdb", objective, 1)
         outcomes = buffer.outcomes(res / "buffer" / "round_1.duckdb", objective, samples.state_id.unique())
-        priced = get("market").action_rewards(outcomes, {"invalid_penalty": -0.05, "returns": "simple", "cost_bps": 0, "benchmark": "none"})
+        priced = get("market").action_rewards(
+            outcomes, {"invalid_penalty": -0.05, "returns": "simple", "cost_bps": 0, "benchmark": "none"}
+        )
         tok = AutoTokenizer.from_pretrained(res / "policy" / "round_0" / "model")
         rows = objectives.action_rows(samples, priced, tok)
         assert len(rows) == 8

@@ -62,7 +62,7 @@ def action_logps(model, batch: list[dict], share_prompt: bool, eager: bool) -> t
     """log pi(action | prompt) of every (state, action) row of ``batch`` (rows of
     objectives.action_rows), and each row's state."""
     ids, mask, labels, owner = _rows(batch, next(model.parameters()).device)
-    n, t = labels.shape
+    t = labels.shape[1]
     if not share_prompt:
         # the last t + 1 positions: position p_w - 1 + j predicts the action's token j
         positions = (mask.cumsum(1) - 1).clamp(min=0)

@@ -202,7 +202,9 @@ def main(argv: list[str] | None = None) -> None:
     priced = None
     if tr["objective"] == "full_information":
         env = environments.get(cfg["environment"])
-        priced = env.action_rewards(buffer.outcomes(args.buffer, cfg["run"], samples["state_id"].unique()), cfg["reward"])
+        priced = env.action_rewards(
+            buffer.outcomes(args.buffer, cfg["run"], samples["state_id"].unique()), cfg["reward"]
+        )
     trainer = objectives.trainer(cfg, samples, priced, model, tok, peft_config, common)
     if trainer is None:  # nothing to learn from this round: the starting policy goes on unchanged
         with artifacts.atomic_path(out, is_dir=True) as tmp:
@@ -220,8 +222,10 @@ def main(argv: list[str] | None = None) -> None:
             "dpo": f"no group's best and worst samples differ by more than train.dpo.margin = {tr['dpo']['margin']}",
             "best_answers": "no group's best sample beat its group's mean reward",
         }[tr["objective"]]
-        print(f"grpo_train: round {args.round}, {tr['objective']}: {why} ({len(sizes)} groups); "
-              f"the policy goes on unchanged -> {args.out}")
+        print(
+            f"grpo_train: round {args.round}, {tr['objective']}: {why} ({len(sizes)} groups); "
+            f"the policy goes on unchanged -> {args.out}"
+        )
         return
     last = last_complete_checkpoint(work)
     if last and trainer.accelerator.is_main_process:

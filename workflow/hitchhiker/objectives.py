@@ -67,7 +67,9 @@ def best_answers(samples: pd.DataFrame) -> pd.DataFrame:
         {
             "group": best.index,
             "input_ids": [list(p) + list(c) for p, c in zip(best["prompt_ids"], best["completion_ids"], strict=True)],
-            "completion_mask": [[0] * len(p) + list(m) for p, m in zip(best["prompt_ids"], best["model_mask"], strict=True)],
+            "completion_mask": [
+                [0] * len(p) + list(m) for p, m in zip(best["prompt_ids"], best["model_mask"], strict=True)
+            ],
             "sample_idx": best["sample_idx"].to_numpy(),
             "reward": best["reward"].to_numpy(),
         }
@@ -157,7 +159,9 @@ def trainer(cfg: dict, samples: pd.DataFrame, priced: pd.DataFrame | None, model
             return None
         args = SFTConfig(**common, completion_only_loss=True, max_length=None)
         data = Dataset.from_pandas(rows[["input_ids", "completion_mask"]], preserve_index=False)
-        return SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer, peft_config=peft_config)
+        return SFTTrainer(
+            model=model, args=args, train_dataset=data, processing_class=tokenizer, peft_config=peft_config
+        )
     from peft import get_peft_model
     from transformers import TrainingArguments
 
@@ -171,4 +175,3 @@ def trainer(cfg: dict, samples: pd.DataFrame, priced: pd.DataFrame | None, model
         processing_class=tokenizer,
         share_prompt=tr["share_prompt"] is not False,
     )
-
