@@ -97,13 +97,13 @@ def test_the_loss_is_the_gap_weighted_cross_entropy_to_the_best_action():
     rewards = [[0.03, -0.01], [0.0, 0.02, 0.01]]
     loss, stats = loss_and_stats(logps, owner, rewards)
     w = torch.tensor([0.03 - 0.01, 0.02 - 0.01])  # best minus the actions' mean
-    ce = torch.tensor([-torch.log(torch.tensor(0.4)), -torch.log(torch.tensor(0.2))])  # renormalised over actions
+    ce = -torch.log(torch.tensor([0.2, 0.1]))  # the best action's own probability, not renormalised
     torch.testing.assert_close(loss, (w * ce).sum() / w.sum())
-    assert stats == pytest.approx({"p_best": (0.4 + 0.2) / 2, "picks_best": 0.0})
-    # the gradient moves probability to the best action
+    assert stats == pytest.approx({"p_best": (0.4 + 0.2) / 2, "picks_best": 0.0})  # these renormalised
+    # the gradient raises the best action only (the softmax over the vocabulary lowers the rest)
     logits = torch.zeros(5, requires_grad=True)
     loss_and_stats(logits, owner, rewards)[0].backward()
-    assert logits.grad[0] < 0 < logits.grad[1] and logits.grad[3] < 0 < logits.grad[2]
+    assert logits.grad[0] < 0 and logits.grad[3] < 0 and (logits.grad[[1, 2, 4]] == 0).all()
     # a state whose actions all pay the same weighs nothing
     tie = loss_and_stats(torch.zeros(2, requires_grad=True), [0, 0], [[0.01, 0.01]])[0]
     assert tie.item() == 0.0

@@ -4,15 +4,19 @@ market paid best, with the reward of every action, not only of those the policy 
 A market knows what every answer would have earned (Environment.action_rewards): each
 ticker's forward return is in the outcomes table. For each state, the policy's distribution
 over its actions is its probability of each action's answer text as the completion's first
-tokens, renormalised over the actions, q_k = softmax_k log pi(a_k | prompt). The loss is the
-cross-entropy to the best action, weighted by what the best action earned over the mean of
-all actions (what a uniform pick would have left), normalised over the batch:
+tokens, pi(a_k | prompt). The loss is the cross-entropy of the best action, weighted by what
+the best action earned over the mean of all actions (what a uniform pick would have left),
+normalised over the batch:
 
-    L = sum_s w_s * -log q_s(best_s) / sum_s w_s,      w_s = r_best,s - mean_k r_k,s
+    L = sum_s w_s * -log pi(best_s | prompt_s) / sum_s w_s,      w_s = r_best,s - mean_k r_k,s
 
-so a state where every action pays the same weighs nothing, and the learning rate does not
+The probability is among everything the model could write, not renormalised over the
+actions: renormalised, the loss can be lowered by moving every action's probability onto
+text that is no answer at all, and was (benchmarks/objectives, tiny model: the sampled valid
+rate fell 6 points in one round); this way the best action gains at the expense of all else.
+A state where every action pays the same weighs nothing, and the learning rate does not
 depend on the scale of the returns. Cross-entropy rather than the expected reward
-sum_k q_k r_k: the expected reward's gradient on an action is q_k (r_k - mean_q r), which
+sum_k pi_k r_k: the expected reward's gradient on an action is pi_k (r_k - mean_pi r), which
 vanishes where the policy is sure of one action, as SmolLM2 is of "A" (its greedy answer to
 every pairwise state); the cross-entropy's is largest there.
 
@@ -94,8 +98,8 @@ def action_logps(model, batch: list[dict], share_prompt: bool, eager: bool) -> t
 
 def loss_and_stats(logps: torch.Tensor, owner: list[int], rewards: list[list[float]]) -> tuple[torch.Tensor, dict]:
     """The weighted cross-entropy of the module docstring, and what it saw: the mean
-    probability of the best action (renormalised over the actions) and the share of states
-    whose most probable action is the best."""
+    probability of the best action among the actions (renormalised over them) and the share
+    of states whose most probable action is the best."""
     owner_t = torch.tensor(owner, device=logps.device)
     terms, weights, p_best, picks = [], [], [], []
     for s, r in enumerate(rewards):
@@ -103,7 +107,7 @@ def loss_and_stats(logps: torch.Tensor, owner: list[int], rewards: list[list[flo
         r = torch.tensor(r, dtype=log_q.dtype, device=log_q.device)
         best = int(torch.argmax(r))  # the first among equals
         weights.append(r[best] - r.mean())
-        terms.append(-log_q[best])
+        terms.append(-logps[owner_t == s][best])
         p_best.append(log_q[best].detach().exp())
         picks.append(float(int(torch.argmax(log_q.detach())) == best))
     w = torch.stack(weights)
