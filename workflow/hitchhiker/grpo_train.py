@@ -1,6 +1,10 @@
-"""grpo_train: train policy r with TRL's GRPOTrainer on round r's replayed rollouts.
+"""grpo_train: train policy r on round r's replayed rollouts, by train.objective.
 
-TRL owns the objective (loss variants, KL, clipping, logging, PEFT, DeepSpeed). We replay
+grpo (the default) is below; dpo, best_answers and full_information train on the same rows
+with their own trainers (hitchhiker/objectives.py), and everything else here (checkpoints,
+resumption, the policy directory written) is the same for all four.
+
+For grpo, TRL owns the objective (loss variants, KL, clipping, logging, PEFT, DeepSpeed). We replay
 the replay buffer through TRL's ``rollout_func`` hook: the dataset holds one row per group
 ("round/state_id" as the "prompt"; train.replay_rounds rounds back), TRL's sampler repeats
 each row B = num_generations times, and the rollout function hands back the stored prompt
@@ -207,6 +211,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     trainer = objectives.trainer(cfg, samples, priced, model, tok, peft_config, common)
     if trainer is None:  # nothing to learn from this round: the starting policy goes on unchanged
+        if int(os.environ.get("RANK", "0")) != 0:  # launched ranks: the first writes it
+            return
         with artifacts.atomic_path(out, is_dir=True) as tmp:
             model.save_pretrained(tmp / "model")
             tok.save_pretrained(tmp / "model")
