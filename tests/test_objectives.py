@@ -109,13 +109,19 @@ def test_the_loss_is_the_gap_weighted_cross_entropy_to_the_best_action():
     assert tie.item() == 0.0
 
 
-@pytest.mark.parametrize("objective", ["dpo", "best_answers", "full_information"])
-def test_each_objective_runs_every_stage_of_the_dag(objective, tmp_path):
-    cfg = tiny_config(run=objective, rounds=2)
-    cfg["train"] = {**cfg["train"], "objective": objective}
+@pytest.mark.parametrize(
+    "objective, extra",
+    [("dpo", {}), ("best_answers", {}), ("full_information", {}),
+     ("full_information", {"full_information": {"rationale": "best_answers"}})],
+    ids=["dpo", "best_answers", "full_information", "full_information-rationale"],
+)  # fmt: skip
+def test_each_objective_runs_every_stage_of_the_dag(objective, extra, tmp_path):
+    name = objective if not extra else "rationale"
+    cfg = tiny_config(run=name, rounds=2)
+    cfg["train"] = {**cfg["train"], "objective": objective, **extra}
     write_config(tmp_path / "config.yaml", cfg)
     run("snakemake", "-s", ROOT / "Snakefile", "--configfile", tmp_path / "config.yaml", "--cores", "2", cwd=tmp_path)
-    res = tmp_path / "results" / objective
+    res = tmp_path / "results" / name
     summary = json.loads((res / "metrics.json").read_text())
     assert [r["round"] for r in summary["rounds"]] == [0, 1, 2]
     trained = 0
@@ -133,10 +139,12 @@ def test_each_objective_runs_every_stage_of_the_dag(objective, tmp_path):
             objective, "full_information/p_best"
         )
         assert train_log[column].notna().any()
+        if extra:  # the best answers' loss was added where a group had one
+            assert train_log["full_information/best_answers_loss"].notna().any()
     assert trained >= 1
     if objective == "full_information":  # its rows: every action's text, as the policy's tokenizer spells it
-        samples = buffer.replay(res / "buffer" / "round_1.duckdb", objective, 1)
-        outcomes = buffer.outcomes(res / "buffer" / "round_1.duckdb", objective, samples.state_id.unique())
+        samples = buffer.replay(res / "buffer" / "round_1.duckdb", name, 1)
+        outcomes = buffer.outcomes(res / "buffer" / "round_1.duckdb", name, samples.state_id.unique())
         priced = get("market").action_rewards(
             outcomes, {"invalid_penalty": -0.05, "returns": "simple", "cost_bps": 0, "benchmark": "none"}
         )
@@ -147,3 +155,18 @@ def test_each_objective_runs_every_stage_of_the_dag(objective, tmp_path):
             mine = priced[priced.state_id == sid]
             assert [tok.decode(a) for a in row.action_ids] == list(mine.action)
             assert row.rewards == pytest.approx(list(mine.reward))
+
+
+def test_the_rationale_option_adds_the_best_answers_loss_on_the_models_tokens():
+    from hitchhiker.full_information import best_answers_loss
+
+    model = _llama()
+    rows = [
+        {"best_ids": [1, 5, 9, 3, 4], "best_mask": [0, 0, 1, 0, 1]},
+        {"best_ids": [2, 6, 7], "best_mask": [0, 1, 1]},
+    ]
+    logp = torch.log_softmax(model(input_ids=torch.tensor([[1, 5, 9, 3, 4]])).logits, -1)[0]
+    logp2 = torch.log_softmax(model(input_ids=torch.tensor([[2, 6, 7]])).logits, -1)[0]
+    # the tokens at mask 1 (9, 4; 6, 7), each predicted by the position before it
+    expected = -(logp[1, 9] + logp[3, 4] + logp2[0, 6] + logp2[1, 7]) / 4
+    torch.testing.assert_close(best_answers_loss(model, rows), expected, atol=1e-5, rtol=1e-5)

@@ -175,6 +175,7 @@ READ_BY = {
     ("share_prompt",): {"grpo", "full_information"},
     ("dpo", "beta"): {"dpo"},
     ("dpo", "margin"): {"dpo"},
+    ("full_information", "rationale"): {"full_information"},
 }
 
 

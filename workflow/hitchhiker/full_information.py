@@ -22,6 +22,9 @@ every pairwise state); the cross-entropy's is largest there.
 
 What it leaves untrained: every token after the first answer word (the rationale, the end of
 the answer) gets no gradient of its own; it moves only as far as the shared weights carry it.
+With train.full_information.rationale = best_answers, the best_answers loss (hitchhiker/
+objectives.py: each group's best sample above its mean, the model's tokens) is added to
+the action's, so the rationale learns from the samples that earned the most.
 No sampled completion is read, so no behaviour policy needs correcting (no importance
 sampling) and there is no reference policy (no KL term). TRL has no such objective: this is
 a transformers Trainer with its own compute_loss, so checkpoints, resumption, LoRA,
@@ -116,14 +119,32 @@ def loss_and_stats(logps: torch.Tensor, owner: list[int], rewards: list[list[flo
     return loss, stats
 
 
+def best_answers_loss(model, rows: list[dict]) -> torch.Tensor:
+    """The mean negative log-likelihood of the rows' best samples on their model tokens
+    (best_mask), as SFTTrainer's completion-only loss computes it."""
+    width = max(len(x["best_ids"]) for x in rows)
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    labels = torch.full_like(ids, shared_prompt.IGNORE)
+    for i, x in enumerate(rows):
+        n = len(x["best_ids"])
+        ids[i, :n], mask[i, :n] = torch.tensor(x["best_ids"]), 1
+        trained = torch.tensor(x["best_mask"], dtype=torch.bool)
+        labels[i, :n] = ids[i, :n].masked_fill(~trained, shared_prompt.IGNORE)
+    device = next(model.parameters()).device
+    return model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)).loss
+
+
 class FullInformationTrainer(Trainer):
     """A transformers Trainer whose loss is :func:`loss_and_stats` on rows of
-    objectives.action_rows; logs full_information/p_best and full_information/picks_best
-    (means over the steps since the last log)."""
+    objectives.action_rows (plus, with rationale best_answers, :func:`best_answers_loss`);
+    logs full_information/p_best, full_information/picks_best (and best_answers_loss), means
+    over the steps since the last log."""
 
-    def __init__(self, *args, share_prompt: bool, **kwargs):
+    def __init__(self, *args, share_prompt: bool, rationale: str = "untrained", **kwargs):
         super().__init__(*args, data_collator=lambda rows: {"rows": rows}, **kwargs)
         self.share_prompt = share_prompt
+        self.rationale = rationale
         self._seen: list[dict] = []
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -131,12 +152,18 @@ class FullInformationTrainer(Trainer):
         eager = getattr(self.model.config, "_attn_implementation", None) == "eager"
         logps, owner = action_logps(model, rows, self.share_prompt, eager)
         loss, stats = loss_and_stats(logps, owner, [x["rewards"] for x in rows])
+        best = [x for x in rows if x["best_ids"]]
+        if self.rationale == "best_answers" and best:
+            sft = best_answers_loss(model, best)
+            loss = loss + sft
+            stats["best_answers_loss"] = float(sft.detach())
         self._seen.append(stats)
         return (loss, None) if return_outputs else loss
 
     def log(self, logs: dict, *args, **kwargs) -> None:
         if self._seen and "loss" in logs:
-            for key in self._seen[0]:
-                logs[f"full_information/{key}"] = sum(s[key] for s in self._seen) / len(self._seen)
+            for key in dict.fromkeys(k for seen in self._seen for k in seen):
+                values = [seen[key] for seen in self._seen if key in seen]
+                logs[f"full_information/{key}"] = sum(values) / len(values)
             self._seen = []
         super().log(logs, *args, **kwargs)

@@ -78,9 +78,11 @@ def best_answers(samples: pd.DataFrame) -> pd.DataFrame:
 
 def action_rows(samples: pd.DataFrame, priced: pd.DataFrame, tokenizer) -> pd.DataFrame:
     """One row per group: its prompt_ids, every priced action's answer text as token ids
-    (action_ids, in the order of ``priced``) and the action's reward. ``priced`` is the
-    environment's action_rewards of the groups' states."""
-    first = samples.groupby("group", sort=True).head(1).set_index("group")
+    (action_ids, in the order of ``priced``), the actions' rewards, and the group's best
+    sample above its mean as best_answers gives it (best_ids, best_mask; empty where none).
+    ``priced`` is the environment's action_rewards of the groups' states."""
+    first = samples.sort_values(["group", "sample_idx"]).groupby("group", sort=True).head(1).set_index("group")
+    best = best_answers(samples).set_index("group")
     ids = {a: tokenizer(a, add_special_tokens=False)["input_ids"] for a in priced["action"].unique()}
     by_state = {
         sid: (list(rows["action"]), [float(r) for r in rows["reward"]]) for sid, rows in priced.groupby("state_id")
@@ -91,6 +93,9 @@ def action_rows(samples: pd.DataFrame, priced: pd.DataFrame, tokenizer) -> pd.Da
             "prompt_ids": [list(p) for p in first["prompt_ids"]],
             "action_ids": [[ids[a] for a in by_state[sid][0]] for sid in first["state_id"]],
             "rewards": [by_state[sid][1] for sid in first["state_id"]],
+            # the group's best sample above its mean (best_answers), empty where none
+            "best_ids": [best["input_ids"].get(g, []) for g in first.index],
+            "best_mask": [best["completion_mask"].get(g, []) for g in first.index],
         }
     )
 
@@ -171,7 +176,8 @@ def trainer(cfg: dict, samples: pd.DataFrame, priced: pd.DataFrame | None, model
     return FullInformationTrainer(
         model=get_peft_model(model, peft_config) if peft_config is not None else model,
         args=TrainingArguments(**common, remove_unused_columns=False),
-        train_dataset=Dataset.from_pandas(rows[["prompt_ids", "action_ids", "rewards"]], preserve_index=False),
+        train_dataset=Dataset.from_pandas(rows.drop(columns="group"), preserve_index=False),
         processing_class=tokenizer,
         share_prompt=tr["share_prompt"] is not False,
+        rationale=tr["full_information"]["rationale"],
     )
