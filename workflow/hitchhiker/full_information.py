@@ -149,8 +149,10 @@ class FullInformationTrainer(Trainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         rows = inputs["rows"]
-        eager = getattr(self.model.config, "_attn_implementation", None) == "eager"
-        logps, owner = action_logps(model, rows, self.share_prompt, eager)
+        attn = getattr(self.model.config, "_attn_implementation", None)
+        # the packed rows need a 4D mask, which sdpa and eager take (as replay_trainer's step)
+        share = self.share_prompt and attn in ("sdpa", "eager")
+        logps, owner = action_logps(model, rows, share, attn == "eager")
         loss, stats = loss_and_stats(logps, owner, [x["rewards"] for x in rows])
         best = [x for x in rows if x["best_ids"]]
         if self.rationale == "best_answers" and best:
