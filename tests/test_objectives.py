@@ -111,12 +111,12 @@ def test_the_loss_is_the_gap_weighted_cross_entropy_to_the_best_action():
 
 @pytest.mark.parametrize(
     "objective, extra",
-    [("dpo", {}), ("best_answers", {}), ("full_information", {}),
+    [("dpo", {}), ("best_answers", {}), ("full_information", {"lr_scheduler": "constant", "per_device_batch_size": 4}),
      ("full_information", {"full_information": {"rationale": "best_answers"}})],
     ids=["dpo", "best_answers", "full_information", "full_information-rationale"],
 )  # fmt: skip
 def test_each_objective_runs_every_stage_of_the_dag(objective, extra, tmp_path):
-    name = objective if not extra else "rationale"
+    name = "rationale" if "full_information" in extra else objective
     cfg = tiny_config(run=name, rounds=2)
     cfg["train"] = {**cfg["train"], "objective": objective, **extra}
     write_config(tmp_path / "config.yaml", cfg)
@@ -139,12 +139,14 @@ def test_each_objective_runs_every_stage_of_the_dag(objective, extra, tmp_path):
             objective, "full_information/p_best"
         )
         assert train_log[column].notna().any()
-        if extra:  # the best answers' loss was added in the rounds with a best answer above its group's mean
+        if "lr_scheduler" in extra:  # two steps of 4 states, both at the configured rate (linear: the second at half)
+            assert train_log.learning_rate.dropna().tolist() == [cfg["train"]["learning_rate"]] * 2
+        if "full_information" in extra:  # the best answers' loss was added in the rounds with a best answer above its group's mean
             best = objectives.best_answers(buffer.replay(res / "buffer" / f"round_{r}.duckdb", name, r))
             key = "full_information/best_answers_loss"
             assert (key in train_log and train_log[key].notna().any()) == (not best.empty)
             rationale += not best.empty
-    assert trained >= 1 and (rationale >= 1 or not extra)
+    assert trained >= 1 and (rationale >= 1 or "full_information" not in extra)
     if objective == "full_information":  # its rows: every action's text, as the policy's tokenizer spells it
         samples = buffer.replay(res / "buffer" / "round_1.duckdb", name, 1)
         outcomes = buffer.outcomes(res / "buffer" / "round_1.duckdb", name, samples.state_id.unique())

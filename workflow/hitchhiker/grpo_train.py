@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> None:
         gradient_accumulation_steps=tr["gradient_accumulation_steps"],
         num_train_epochs=tr["epochs"],
         learning_rate=tr["learning_rate"],
+        lr_scheduler_type=tr["lr_scheduler"],
         logging_steps=1,
         save_strategy="steps" if tr["save_steps"] else "no",
         save_steps=tr["save_steps"] or 500,
