@@ -333,7 +333,8 @@ def test_a_monthly_file_is_worded_audited_and_annualised_as_months(tmp_path):
     assert "monthly prices: states.window, horizon, stride and embargo count months" in proc.stdout
     res = tmp_path / "results" / "monthly"
     prompt = pd.read_parquet(res / "states.parquet").prompt.iloc[0]
-    assert prompt.startswith("Monthly returns in percent") and "over the next 1 month?" in prompt
+    assert prompt.startswith("Monthly returns in percent, oldest first, up to this month's close.")
+    assert "over the next 1 month?" in prompt
     audit = json.loads((res / "audit.json").read_text())
     assert audit["frequency"] == "monthly" and audit["train_to_test"]["embargo_periods"] == 13
     # the Sharpe ratio is annualised with 12 periods a year, not 252 (checked on a baseline: the

@@ -20,9 +20,9 @@ import pyarrow.compute as pc
 from hitchhiker import frequency
 from hitchhiker.environments import answers
 
-SECTIONS = {  # worded for the data's frequency (frequency.py): "Monthly returns", "these months"
-    "returns": "{Adjective} returns in percent, oldest first, up to today's close.",
-    "prices": "Closes as a percent of today's close, oldest first.",
+SECTIONS = {  # worded for the data's frequency (frequency.py): "Monthly returns", "this month's close"
+    "returns": "{Adjective} returns in percent, oldest first, up to {now} close.",
+    "prices": "Closes as a percent of {now} close, oldest first.",
     "volume": "Volume as a percent of its average over these {rows}, oldest first.",
 }
 NEWS = "Headlines, oldest first:"
@@ -76,8 +76,8 @@ def cat(*parts, sep: str = "") -> pa.Array:
 def headers(freq: str) -> dict[str, str]:
     """The section headers for data of frequency ``freq``."""
     adjective, one, _ = frequency.FREQUENCIES[freq][1:]
-    rows = "days" if freq == "daily" else f"{one}s"
-    return {key: text.format(Adjective=adjective, rows=rows) for key, text in SECTIONS.items()}
+    rows, now = ("days", "today's") if freq == "daily" else (f"{one}s", f"this {one}'s")
+    return {key: text.format(Adjective=adjective, rows=rows, now=now) for key, text in SECTIONS.items()}
 
 
 def render_batch(
