@@ -139,9 +139,9 @@ def test_each_objective_runs_every_stage_of_the_dag(objective, extra, tmp_path):
             objective, "full_information/p_best"
         )
         assert train_log[column].notna().any()
-        if "lr_scheduler" in extra:  # two steps of 4 states, both at the configured rate (linear: the second at half)
+        if "lr_scheduler" in extra:  # two steps of 4 states, both at the set rate (linear: the second at half)
             assert train_log.learning_rate.dropna().tolist() == [cfg["train"]["learning_rate"]] * 2
-        if "full_information" in extra:  # the best answers' loss was added in the rounds with a best answer above its group's mean
+        if "full_information" in extra:  # the best answers' loss, in the rounds with a best answer above its mean
             best = objectives.best_answers(buffer.replay(res / "buffer" / f"round_{r}.duckdb", name, r))
             key = "full_information/best_answers_loss"
             assert (key in train_log and train_log[key].notna().any()) == (not best.empty)
