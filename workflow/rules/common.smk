@@ -4,10 +4,14 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
+# This checkout's hitchhiker, as its stage commands get (shell.prefix below), not whichever
+# checkout `pip install -e` last pointed at.
+sys.path.insert(0, f"{workflow.basedir}/workflow")
+
 from hitchhiker import config as hh_config
 from hitchhiker import sources
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.fetch_prices import SAMPLE, preflight
+from hitchhiker.fetch_prices import SAMPLE, preflight, source
 
 # Our validator first: same schema, but a one-line message naming the key at fault and the
 # cross-key rules (window order, embargo, batch shapes) that JSON schema cannot express;
@@ -35,7 +39,8 @@ _overlaid = {f.resolve() for f in _overlays}
 _files = [Path(f) for f in workflow.configfiles if Path(f).resolve() not in _overlaid]
 _files += _overlays
 print(
-    f"hitchhiker: config {' + '.join(map(str, _files))}; results in {Path(RESULTS).resolve()}",
+    f"hitchhiker: config {' + '.join(map(str, _files))}; data: {source(config['data'])}; "
+    f"results in {Path(RESULTS).resolve()}",
     file=sys.stderr,
 )
 ROUNDS = list(range(1, config["rounds"] + 1))
