@@ -58,6 +58,9 @@ CASES = {
     "unsafe ticker": cfg_case(lambda c: c["data"].update(tickers=["AAPL", "$(reboot)"]), "data.tickers"),
     "unknown ticker": cfg_case(lambda c: c["data"].update(tickers=["AAPL", "NOTATICKER"]), "NOTATICKER not in"),
     "file source without path": cfg_case(lambda c: c["data"].update(source="file"), "data.path"),
+    "path without the file source": cfg_case(  # it would train on the bundled sample in silence
+        lambda c: c["data"].update(path="prices.csv"), "data.path is set, but data.source is sample: set data.source"
+    ),
     "groups split across steps": cfg_case(
         lambda c: c["train"].update(per_device_batch_size=6), "train.per_device_batch_size"
     ),
@@ -90,6 +93,9 @@ CASES = {
         lambda c: c["data"].update(tickers=["AAPL", "GS PC"]), "not a ticker symbol (up to 16 letters"
     ),
     "all prices missing": file_case("date,ticker,close\n2016-01-04,AAPL,\n2016-01-04,MSFT,\n", "no prices for"),
+    "text in a price cell": file_case(
+        GOOD_ROWS + "2016-01-05,AAPL,abc\n", "unreadable close 'abc' for AAPL on 2016-01-05"
+    ),
     "non-positive price": file_case(GOOD_ROWS + "2016-01-05,AAPL,0\n", "non-positive close"),
     "duplicate rows that disagree": file_case(
         GOOD_ROWS + "2016-01-04,AAPL,101\n", "duplicate price rows for AAPL on 2016-01-04 disagree"

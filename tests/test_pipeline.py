@@ -296,12 +296,14 @@ def test_listwise_runs_every_stage_and_writes_strict_json(tmp_path):
 
 def test_from_another_directory_the_default_config_is_the_checkouts_and_the_run_says_where_it_writes(tmp_path):
     proc = run("snakemake", "-s", ROOT / "Snakefile", "-n", cwd=tmp_path)
-    assert f"hitchhiker: config {ROOT / 'config.yaml'}; results in {tmp_path / 'results' / 'default'}" in proc.stderr
+    data = "data: sample, the bundled data/sp500_dataset.csv.gz"  # the source read, named first
+    results = tmp_path / "results" / "default"
+    assert f"hitchhiker: config {ROOT / 'config.yaml'}; {data}; results in {results}" in proc.stderr
     overlay = write_config(tmp_path / "more.yaml", {"rounds": 1})  # --configfile overlays it, and is named too
     proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", overlay, "-n", cwd=tmp_path)
     assert f"config {ROOT / 'config.yaml'} + {overlay};" in proc.stderr and "grpo_train_round_2" not in proc.stdout
     proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", ROOT / "config.yaml", "-n", cwd=tmp_path)
-    assert f"hitchhiker: config {ROOT / 'config.yaml'}; results" in proc.stderr  # named once, not "x + x"
+    assert f"hitchhiker: config {ROOT / 'config.yaml'}; data:" in proc.stderr  # named once, not "x + x"
 
 
 def test_nested_overrides_work_as_a_configfile_and_say_so_as_config(tmp_path):

@@ -240,6 +240,65 @@ def test_one_ticker_ohlcv_files_take_their_ticker_from_the_config(tmp_path):
     assert how[0].endswith("aapl.csv: one ticker, AAPL (date 'Date', close 'Adj Close', not 'Close')")
 
 
+def test_per_ticker_files_in_date_order_are_not_reported_as_sorted_and_one_out_of_order_is_named(tmp_path):
+    close = np.arange(8) + 100.0
+    _ohlcv(close, close).to_csv(tmp_path / "aapl.csv", index=False)
+    _ohlcv(close + 50, close + 50).to_csv(tmp_path / "msft.csv", index=False)
+    _ohlcv(close + 50, close + 50).iloc[[0, 2, 1, 3, 4, 5, 6, 7]].to_csv(tmp_path / "late.csv", index=False)
+    cfg = {"path": {"AAPL": str(tmp_path / "aapl.csv"), "MSFT": str(tmp_path / "msft.csv")}, "faults": _policy()}
+    prices, notes = fetch_prices.read_source(cfg)
+    assert list(prices.ticker) == ["AAPL", "MSFT"] * 8
+    assert not any("sorted" in n for n in notes + _clean(prices)[1])
+    cfg["path"]["MSFT"] = str(tmp_path / "late.csv")
+    prices, notes = fetch_prices.read_source(cfg)
+    assert notes[-1] == f"price file {tmp_path / 'late.csv'}: rows were out of date order: sorted"
+    assert prices[prices.ticker == "MSFT"].close.tolist() == (close + 50).tolist()
+    cfg["faults"]["unsorted"] = "error"
+    with pytest.raises(HitchhikerError, match=r"late.csv: row 3 \(2016-01-05\) is out of date order"):
+        fetch_prices.read_source(cfg)
+
+
+def _saved(path, frame, **kwargs):
+    frame.to_csv(path, **kwargs)
+    return fetch_prices.read_source({"path": {"SPX": str(path)} if "SPX" in path.name else str(path)})
+
+
+def test_the_shapes_people_save_are_read_without_reshaping(tmp_path):
+    days = pd.bdate_range("1999-12-28", periods=30)
+    close = np.linspace(100, 130, 30)
+    # a one-ticker OHLCV frame saved from pandas: its date index under a blank header
+    ohlcv = pd.DataFrame({"Open": close, "High": close, "Low": close, "Close": close, "Volume": 5.0}, index=days)
+    prices, how = _saved(tmp_path / "SPX.csv", ohlcv)
+    assert (tmp_path / "SPX.csv").read_text().startswith(",Open,")
+    assert prices.date.tolist() == list(days) and prices.close.tolist() == close.tolist()
+    assert how[0].endswith("one ticker, SPX (date 'Unnamed: 0', close 'Close')")
+    # an index file, gzipped, month/day/year; 12/31/1999 settles the order
+    us = pd.DataFrame({"Date": days.strftime("%-m/%-d/%Y"), "ticker": "NDX", "Close": close})
+    prices, _ = _saved(tmp_path / "ndx.csv.gz", us, index=False)
+    assert prices.date.tolist() == list(days)
+    # day/month/year, settled by 28/12/1999
+    eu = us.assign(Date=days.strftime("%d/%m/%Y"))
+    assert _saved(tmp_path / "eu.csv", eu, index=False)[0].date.tolist() == list(days)
+    # "Jan 3 2000" month names, a monthly long file
+    months = pd.date_range("2000-01-31", periods=12, freq="ME")
+    named = pd.DataFrame({"date": [f"{d:%b} {d.day} {d.year}" for d in months], "ticker": "X", "close": 1.0})
+    assert _saved(tmp_path / "named.csv", named, index=False)[0].date.tolist() == list(months)
+
+
+@pytest.mark.parametrize(
+    "dates, message",
+    [
+        (["1/4/2016", "2/4/2016"], r"dates such as '1/4/2016' read as month/day or as day/month"),
+        (["13/1/2016", "1/13/2016"], r"dates '13/1/2016' and '1/13/2016' put the day and the month in opposite"),
+        (["2016-01-04", "1/5/2016"], r"unreadable date '1/5/2016' in row 2 \(want YYYY-MM-DD, M/D/YYYY"),
+    ],
+)
+def test_dates_whose_reading_is_not_settled_are_refused_in_one_line(tmp_path, dates, message):
+    pd.DataFrame({"date": dates, "ticker": "X", "close": 1.0}).to_csv(tmp_path / "p.csv", index=False)
+    with pytest.raises(HitchhikerError, match=message):
+        fetch_prices.read_file(tmp_path / "p.csv")
+
+
 def test_a_yfinance_csv_with_its_two_row_header_is_read(tmp_path):
     frame = _yf_frame(["AAPL", "MSFT"], adjusted=False)  # (field, ticker) columns as yfinance returns them
     frame.columns = frame.columns.set_names(["Price", "Ticker"])
@@ -256,6 +315,7 @@ def test_the_fetch_log_says_how_the_file_was_read_and_lists_the_tickers_found(tm
     cfg = _file_config(tmp_path / "p.csv")
     out = tmp_path / "prices.parquet"
     proc = stage("fetch_prices", "--config", write_config(tmp_path / "c.yaml", cfg), "--out", out)
+    assert proc.stdout.splitlines()[0] == f"fetch_prices: source: file {tmp_path / 'p.csv'}"
     assert "long table (date 'date', ticker 'symbol', close 'close')" in proc.stdout
     cfg["data"]["tickers"] = ["AAPL", "NVDA"]
     proc = stage("fetch_prices", "--config", write_config(tmp_path / "c.yaml", cfg), "--out", out, check=False)

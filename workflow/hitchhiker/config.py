@@ -133,6 +133,11 @@ def _check_rules(cfg: dict, environment: bool = True) -> None:
     data = cfg.get("data", {})
     if data.get("source") == "file" and not data.get("path"):
         raise HitchhikerError("config key data.path is required when data.source is file")
+    if data.get("path") and data.get("source", "sample") != "file":  # else the run reads another source in silence
+        raise HitchhikerError(
+            f"config key data.path is set, but data.source is {data.get('source', 'sample')}: set data.source: file "
+            "to read it, or remove data.path"
+        )
     rollout = cfg.get("rollout", {})
     if rollout and rollout["temperature_eps"] >= rollout["temperature"]:
         raise HitchhikerError(

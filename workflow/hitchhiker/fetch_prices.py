@@ -67,6 +67,8 @@ def _tidy(raw: pd.DataFrame, origin: str, ticker: str | None = None) -> tuple[pd
     for c in df.columns:
         cols.setdefault(_key(c), c)
     date_col = next((cols[n] for n in DATE_NAMES if n in cols), None)
+    if date_col is None and str(df.columns[0]).startswith("Unnamed: 0"):
+        date_col = df.columns[0]  # pandas' to_csv of an unnamed date index: a blank first header
     if date_col is None:
         hint = next((f"; is it separated by {sep!r}? save it with commas" for sep in ";\t|" if
                      any(sep in str(c) for c in df.columns)), "")  # fmt: skip
@@ -109,20 +111,71 @@ def _tidy(raw: pd.DataFrame, origin: str, ticker: str | None = None) -> tuple[pd
     out = pd.DataFrame({"date": df[date_col].to_numpy(), "ticker": ticker_values, "close": df[price_col].to_numpy()})
     if volume_col is not None:
         out["volume"] = pd.to_numeric(df[volume_col], errors="coerce").to_numpy()
-    dates = pd.to_datetime(out["date"], format="ISO8601", errors="coerce", utc=True)
-    bad = dates.isna()
-    if bad.any():
-        row = int(bad.to_numpy().argmax())
+    out["date"] = read_dates(out["date"], origin)
+    close = pd.to_numeric(out["close"], errors="coerce")
+    text = close.isna() & out["close"].notna()  # pandas has already read blanks, NA, null and #N/A as missing
+    if text.any():
+        row = out[text].iloc[0]
         raise cli.HitchhikerError(
-            f"{origin}: unreadable date {out['date'].iloc[row]!r} in row {row + 1} (want YYYY-MM-DD)"
+            f"{origin}: unreadable close {row.close!r} for {row.ticker} on {row.date.date()} (want a number; "
+            "leave the cell empty for a missing close)"
         )
-    out["date"] = dates.dt.tz_localize(None).dt.normalize()
-    out["close"] = pd.to_numeric(out["close"], errors="coerce")
+    out["close"] = close
     if shape.startswith("wide") and out.groupby("ticker", sort=False)["date"].is_monotonic_increasing.all():
         # melting a wide table lays its rows out ticker by ticker: back to (date, ticker) order,
         # unless the file's own dates were out of order (then data.faults.unsorted decides)
         out = out.sort_values(["date", "ticker"], kind="stable", ignore_index=True)
     return out, f"{origin}: {shape}"
+
+
+# dates written with names, tried after ISO: "Jan 4 2000", "January 4, 2000", "4 Jan 2000"
+NAMED_DATES = ("%b %d %Y", "%b %d, %Y", "%B %d %Y", "%B %d, %Y", "%d %b %Y", "%d %B %Y", "%d-%b-%Y")
+
+
+def read_dates(values: pd.Series, origin: str) -> pd.Series:
+    """A column of dates as midnight timestamps: ISO (YYYY-MM-DD, with or without a time or
+    zone), numeric with slashes, dots or dashes (1/4/1999, 04.01.1999), or with month names.
+
+    Numeric dates are read month first or day first as the whole column says: one value
+    whose first number is above 12 makes it day first, one whose second is makes it month
+    first. A column that neither settles (every number up to 12), or that says both, is
+    refused: read either way, it would be wrong in silence. pandas' own inference decides
+    from the first value only, so the order is settled here by hand.
+    """
+    text = values.astype(str).str.strip()
+    dates = pd.to_datetime(text, format="ISO8601", errors="coerce", utc=True)
+    if dates.isna().any():
+        parts = text.str.extract(r"^(\d{1,2})[/.-](\d{1,2})[/.-](\d{4})$").astype(float)
+        if parts.notna().all().all():
+            first, second = parts[0] > 12, parts[1] > 12
+            if first.any() and second.any():
+                raise cli.HitchhikerError(
+                    f"{origin}: dates {text[first].iloc[0]!r} and {text[second].iloc[0]!r} put the day and the "
+                    "month in opposite orders; save them as YYYY-MM-DD"
+                )
+            if not first.any() and not second.any():
+                raise cli.HitchhikerError(
+                    f"{origin}: dates such as {text.iloc[0]!r} read as month/day or as day/month, and no date "
+                    "in the column is past the 12th to settle which; save them as YYYY-MM-DD"
+                )
+            month, day = (parts[1], parts[0]) if first.any() else (parts[0], parts[1])
+            dates = pd.to_datetime(
+                pd.DataFrame({"year": parts[2], "month": month, "day": day}), errors="coerce", utc=True
+            )
+        else:
+            for fmt in NAMED_DATES:
+                named = pd.to_datetime(text, format=fmt, errors="coerce", utc=True)
+                if named.notna().all():
+                    dates = named
+                    break
+    bad = dates.isna()
+    if bad.any():
+        row = int(bad.to_numpy().argmax())
+        raise cli.HitchhikerError(
+            f"{origin}: unreadable date {values.iloc[row]!r} in row {row + 1} "
+            "(want YYYY-MM-DD, M/D/YYYY, D/M/YYYY or Jan 4 2000)"
+        )
+    return dates.dt.tz_localize(None).dt.normalize()
 
 
 def read_file(path: str | Path, ticker: str | None = None) -> tuple[pd.DataFrame, str]:
@@ -151,8 +204,25 @@ def read_file(path: str | Path, ticker: str | None = None) -> tuple[pd.DataFrame
 def read_source(data_cfg: dict) -> tuple[pd.DataFrame, list[str]]:
     """The tidy table of data.path (one file, or {ticker: file}) and how each file was read."""
     path = data_cfg["path"]
-    read = [read_file(f, t) for t, f in path.items()] if isinstance(path, dict) else [read_file(path)]
-    return pd.concat([df for df, _ in read], ignore_index=True), [how for _, how in read]
+    if not isinstance(path, dict):
+        df, how = read_file(path)
+        return df, [how]
+    frames, notes = [], []
+    for t, f in path.items():
+        df, how = read_file(f, t)
+        notes.append(how)
+        late = df["date"].diff() < pd.Timedelta(0)
+        if late.any():  # (date, ticker) order is the files' joint order: check each file's own dates here
+            row = int(late.to_numpy().argmax())
+            if data_cfg.get("faults", {}).get("unsorted") == "error":
+                raise cli.HitchhikerError(
+                    f"price file {f}: row {row + 1} ({df.date.iloc[row].date()}) is out of date order "
+                    "(data.faults.unsorted = error)"
+                )
+            notes.append(f"price file {f}: rows were out of date order: sorted")
+        frames.append(df)
+    prices = pd.concat(frames, ignore_index=True).sort_values(["date", "ticker"], kind="stable", ignore_index=True)
+    return prices, notes
 
 
 YF_RETRIES, YF_BACKOFF_S = 3, 2.0
@@ -315,6 +385,16 @@ def clean(prices: pd.DataFrame, faults: dict, need: int) -> tuple[pd.DataFrame, 
     return out.sort_values(["date", "ticker"]).reset_index(drop=True), notes
 
 
+def source(data: dict) -> str:
+    """The data source in words, for the first line of the log and of the console."""
+    if data["source"] == "sample":
+        return f"sample, the bundled {SAMPLE.relative_to(SAMPLE.parents[1])}"
+    if data["source"] == "file":
+        path = data["path"]
+        return "file " + (", ".join(f"{t}: {f}" for t, f in path.items()) if isinstance(path, dict) else str(path))
+    return f"yfinance, cached in {data['cache_dir']}"
+
+
 def fetch(cfg: dict) -> tuple[pd.DataFrame, list[str]]:
     data, states = cfg["data"], cfg["states"]
 
@@ -326,11 +406,12 @@ def fetch(cfg: dict) -> tuple[pd.DataFrame, list[str]]:
         end = config.date_at(cfg, "data", "end") or config.date_at(cfg, "states", "test", "end") + pad
         return start, end
 
-    read: list[str] = []
+    read = [f"source: {source(data)}"]
     if data["source"] == "sample":
         prices = _tidy(pd.read_csv(SAMPLE), f"sample {SAMPLE.name}")[0]
     elif data["source"] == "file":
-        prices, read = read_source(data)
+        prices, how = read_source(data)
+        read += how
     else:
         prices = _yfinance(data["tickers"], *date_range("daily"), Path(data["cache_dir"]))
     missing = sorted(set(data["tickers"]) - set(prices["ticker"]))
