@@ -94,6 +94,16 @@ def test_decision_stats_fields():
     assert lo <= s["sharpe"]["mean"] <= hi
 
 
+def test_an_invalid_answer_holds_cash_in_the_portfolio_but_keeps_its_penalty_in_the_mean_reward():
+    dates = pd.bdate_range("2020-01-02", periods=40)
+    nothing = pd.DataFrame({"date": dates, "reward": -0.05, "valid": False})
+    s = decision_stats(nothing, horizon=1, stride=1)
+    assert s["mean_reward"]["mean"] == pytest.approx(-0.05)  # the training signal, reported as such
+    assert s["max_drawdown"]["mean"] == 0.0 and math.isnan(s["sharpe"]["mean"])  # no decision, no loss
+    half = nothing.assign(reward=np.where(np.arange(40) % 2, 0.01, -0.05), valid=np.arange(40) % 2 == 1)
+    assert s["max_drawdown"]["mean"] == decision_stats(half, 1, 1)["max_drawdown"]["mean"] == 0.0
+
+
 def test_baselines_read_the_structured_history():
     states = pd.DataFrame(
         {

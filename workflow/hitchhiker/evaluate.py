@@ -13,8 +13,9 @@ Metrics, per decoding mode (an episode of a multi-turn environment is one answer
                   unknown_ticker_rate), any_rate for any of them, and unsupported_per_answer
   mean_reward     mean dollar reward per answer, invalid answers at the penalty
   hit_rate, median_reward, Sharpe and maximum drawdown of the portfolio the decisions
-  induce (hitchhiker/metrics.py has the definitions); accuracy where the environment's
-  score says whether an answer was right (``correct``)
+  induce, an invalid answer's capital in cash (hitchhiker/metrics.py has the
+  definitions); accuracy where the environment's score says whether an answer was right
+  (``correct``)
   and the environment's own (answer_metrics): for the market, accuracy's n, rank_ic and
   brier with a calibration table; for the sequential portfolio, episode return, turnover
   and drawdown.

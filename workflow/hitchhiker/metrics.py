@@ -6,9 +6,10 @@ their outcomes overlap in time, so uncertainty is estimated by a circular block 
 over decision dates with blocks of ceil(horizon / stride) consecutive dates.
 
 The portfolio the decisions induce: on each decision date, capital is split equally over
-that date's decisions and held for the horizon. When horizons overlap (stride < horizon),
-each date commits only stride / horizon of the capital, so exposure never exceeds 1; its
-per-date return is then (stride / horizon) x the mean reward of the date's decisions.
+that date's decisions and held for the horizon; an invalid answer's share stays in cash.
+When horizons overlap (stride < horizon), each date commits only stride / horizon of the
+capital, so exposure never exceeds 1; its per-date return is then (stride / horizon) x the
+mean reward of the date's decisions.
 Sharpe is annualised with per_year / stride periods a year (per_year is 252 for daily data,
 12 for monthly: frequency.py); the maximum drawdown is the largest fall of the compounded
 equity curve from its running peak. Their intervals resample the per-date portfolio
@@ -74,6 +75,14 @@ def block_bootstrap_median_ci(values, dates, block: int, seed: int = 0, n: int =
     return float(lo), float(hi)
 
 
+def held(frame: pd.DataFrame) -> pd.Series:
+    """Each decision's return as the portfolio holds it: its reward, but an invalid answer
+    made no decision, so its capital stays in cash (0), not at the invalid_penalty, which is
+    a training signal (mean_reward keeps it; the Sharpe ratio, drawdown and equity curves do
+    not count it as money lost)."""
+    return frame["reward"].where(frame["valid"].astype(bool), 0.0) if "valid" in frame else frame["reward"]
+
+
 def portfolio_returns(rewards, dates, horizon: int, stride: int) -> pd.Series:
     """Per-date return of the portfolio the decisions induce (see the module docstring)."""
     per_date = pd.Series(np.asarray(rewards, dtype=float), index=pd.Index(dates)).groupby(level=0).mean()
@@ -114,7 +123,7 @@ def decision_stats(frame: pd.DataFrame, horizon: int, stride: int, seed: int = 0
         "median": float(frame["reward"].median()),
         "ci95": list(block_bootstrap_median_ci(frame["reward"], frame["date"], block, seed)),
     }
-    port = portfolio_returns(frame["reward"], frame["date"], horizon, stride)
+    port = portfolio_returns(held(frame), frame["date"], horizon, stride)
     for name, fn in (("sharpe", lambda r: sharpe(r, stride, per_year)), ("max_drawdown", max_drawdown)):
         out[name] = {"mean": fn(port.to_numpy()), "ci95": list(series_bootstrap_ci(port.to_numpy(), block, fn, seed))}
     return out

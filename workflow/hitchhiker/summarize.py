@@ -43,6 +43,7 @@ from hitchhiker.metrics import (
     block_bootstrap_ci,
     block_length,
     decision_stats,
+    held,
     paired_difference,
     paired_rank_ic,
     portfolio_returns,
@@ -244,9 +245,9 @@ def main(argv: list[str] | None = None) -> None:
     curves = {}
     for r in sorted({0, last}):
         g = preds[(preds["round"] == r) & (preds["mode"] == "greedy")]
-        curves[f"round {r}" + (" (base)" if r == 0 else "")] = portfolio_returns(g.reward, g.date, h, stride)
+        curves[f"round {r}" + (" (base)" if r == 0 else "")] = portfolio_returns(held(g), g.date, h, stride)
     for name, part in base_rows.groupby("baseline"):
-        curves[name] = portfolio_returns(part.reward, part.date, h, stride)
+        curves[name] = portfolio_returns(held(part), part.date, h, stride)
     plot_equity(curves, args.out_equity)
     plot_calibration(rounds, args.out_calibration)
     plot_invalid(rounds, args.out_invalid)
