@@ -206,3 +206,14 @@ def _assert_one_line_error(proc, message):
     assert len(lines) == 1 and lines[0].startswith("hitchhiker: error:"), proc.stderr
     assert message in lines[0], lines[0]
     assert "Traceback" not in proc.stderr
+
+
+def test_the_vllm_backend_without_vllm_is_refused_before_any_job_unless_conda_brings_it(monkeypatch):
+    from hitchhiker import preflight
+    from hitchhiker.cli import HitchhikerError
+
+    monkeypatch.setattr(preflight.importlib.util, "find_spec", lambda name: None)  # as on a machine without it
+    cfg = {"model": {"name_or_path": "tiny"}, "rollout": {"backend": "vllm"}}
+    with pytest.raises(HitchhikerError, match=r"config key rollout\.backend = vllm, but vLLM is not installed"):
+        preflight.run(cfg, conda=False)
+    preflight.run(cfg, conda=True)  # each rule's conda environment brings its own

@@ -236,6 +236,14 @@ def test_a_code_change_reruns_that_stage_and_what_follows(pipeline, module, reru
             lambda c: c["states"]["test"].update(start="2023-06-01", end="2023-12-31"),
             "states.test: no decision date in 2023-06-01 .. 2023-12-31 with 5 trading days of history",
         ),
+        (  # found by build_states, four jobs in, before
+            lambda c: c["states"].update(features=["returns", "volume"]),
+            "states.features includes volume, but the sample prices have none",
+        ),
+        (  # base_model's traceback, 75 lines down, before
+            lambda c: c["model"].update(name_or_path="./no/such/model"),
+            "model.name_or_path: directory ./no/such/model does not exist",
+        ),
     ],
 )
 def test_bad_config_stops_before_any_work(tmp_path, mutate, message):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hitchhiker import artifacts, bundled_model, cli, config, environments, policy
+from hitchhiker import artifacts, bundled_model, cli, config, environments, policy, preflight
 
 SECTIONS = ["run", "seed", "environment", "data", "model"]
 
@@ -31,8 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg = config.load(args.config, set(SECTIONS))
     name = cfg["model"]["name_or_path"]
     local = Path(name).expanduser()
-    if name.endswith(".gguf") and not local.is_file():
-        raise cli.HitchhikerError(f"config key model.name_or_path: GGUF file {name} does not exist")
+    preflight.check_model(cfg["model"])
     cache = Path(cfg["data"]["cache_dir"])
     bundled = bundled_model.smollm2(cache) if name == bundled_model.NAME else None
     with artifacts.atomic_path(args.out, is_dir=True) as out:

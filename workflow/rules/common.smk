@@ -2,6 +2,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import validate
 
 # This checkout's hitchhiker, as its stage commands get (shell.prefix below), not whichever
@@ -9,16 +10,20 @@ from snakemake.utils import validate
 sys.path.insert(0, f"{workflow.basedir}/workflow")
 
 from hitchhiker import config as hh_config
-from hitchhiker import sources
+from hitchhiker import preflight, sources
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.fetch_prices import SAMPLE, preflight, source
+from hitchhiker.fetch_prices import SAMPLE, source
+from hitchhiker.fetch_prices import preflight as data_preflight
 
 # Our validator first: same schema, but a one-line message naming the key at fault and the
 # cross-key rules (window order, embargo, batch shapes) that JSON schema cannot express;
-# then the data checks (tickers, faults, frequency, date ranges), before any job runs.
+# then the model path and the engines (hitchhiker/preflight.py) and the data (tickers,
+# faults, frequency, date ranges, features), before any job runs.
+_use_conda = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 try:
     hh_config.validate(config)
-    preflight(config)
+    preflight.run(config, _use_conda)
+    data_preflight(config)
 except HitchhikerError as err:
     sys.exit(f"hitchhiker: error: {err}")
 validate(config, "../schemas/config.schema.yaml")

@@ -90,6 +90,7 @@ class Market:
         return None  # one decision per state
 
     def check_data(self, prices: pd.DataFrame, cfg: dict) -> None:
+        states.check_features(prices, cfg)
         states.split_indices(self.closes(prices, cfg).index, cfg["states"])
 
     def _tables(self, prices: pd.DataFrame, cfg: dict) -> tuple[pd.DataFrame, np.ndarray | None]:

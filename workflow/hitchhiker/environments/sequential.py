@@ -173,6 +173,7 @@ class Sequential:
             )
 
     def check_data(self, prices: pd.DataFrame, cfg: dict) -> None:
+        states.check_features(prices, cfg)
         states.split_indices(states.wide(prices, cfg).index, cfg["states"])
 
     @staticmethod

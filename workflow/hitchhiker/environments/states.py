@@ -148,6 +148,15 @@ def tables(prices: pd.DataFrame, cfg: dict, closes) -> tuple[pd.DataFrame, np.nd
     return wide_closes, volume
 
 
+def check_features(prices: pd.DataFrame, cfg: dict) -> None:
+    """The price table has what states.features shows (volume: a volume column)."""
+    if "volume" in cfg["states"]["features"] and "volume" not in prices:
+        raise HitchhikerError(
+            f"config key states.features includes volume, but the {cfg['data']['source']} prices have none "
+            "(a long file's volume column, a one-ticker OHLCV file or yfinance has one)"
+        )
+
+
 def split_indices(dates: pd.DatetimeIndex, st: dict) -> dict[str, np.ndarray]:
     """Decision-date positions of each configured split, with the embargo between splits."""
     h, window = st["horizon"], st["window"]

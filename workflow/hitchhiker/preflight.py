@@ -1,0 +1,38 @@
+"""Checks the Snakefile runs before any job (rules/common.smk), for mistakes that would
+otherwise stop a job after others had run: the model's path and the engines the config
+names (the data's are fetch_prices.preflight). Light imports only: the Snakefile runs them
+at every invocation, and base_model imports this module.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from hitchhiker.cli import HitchhikerError
+
+
+def check_model(model_cfg: dict) -> None:
+    """A local model path that is not there (a hub id is left to base_model, which downloads)."""
+    name = model_cfg["name_or_path"]
+    local = Path(name).expanduser()
+    if name.endswith(".gguf") and not local.is_file():
+        raise HitchhikerError(f"config key model.name_or_path: GGUF file {name} does not exist")
+    if name.startswith(("/", "./", "../", "~")) and not name.endswith(".gguf") and not local.is_dir():
+        raise HitchhikerError(f"config key model.name_or_path: directory {name} does not exist")
+
+
+def check_engines(cfg: dict) -> None:
+    """The generation engine the config names is installed (skipped under --use-conda, where
+    each rule's environment brings its own)."""
+    if cfg["rollout"]["backend"] == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise HitchhikerError(
+            "config key rollout.backend = vllm, but vLLM is not installed: envs/install-cpu-engines on a "
+            "CPU, pip install vllm on a GPU machine, or run with --use-conda"
+        )
+
+
+def run(cfg: dict, conda: bool) -> None:
+    check_model(cfg["model"])
+    if not conda:
+        check_engines(cfg)
