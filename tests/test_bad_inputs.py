@@ -92,6 +92,22 @@ CASES = {
     "index symbol with a regular-expression message": cfg_case(
         lambda c: c["data"].update(tickers=["AAPL", "GS PC"]), "not a ticker symbol (up to 16 letters"
     ),
+    "daily and monthly prices mixed": file_case(
+        "date,ticker,close\n"
+        + "".join(f"2016-01-{d:02},AAPL,1\n" for d in range(4, 9))
+        + "".join(f"2016-{m:02}-28,MSFT,1\n" for m in range(1, 6)),
+        "AAPL's prices are daily and MSFT's monthly: a run's tickers need one frequency",
+    ),
+    "a directory as the price file": cfg_case(
+        lambda c: c["data"].update(source="file", path="/tmp"), "price file /tmp is a directory"
+    ),
+    "dates with no prices": cfg_case(
+        lambda c: c["states"].update(
+            train={"start": "1970-01-01", "end": "1979-12-31"}, test={"start": "1980-06-01", "end": "1985-12-31"}
+        ),
+        "(config keys states.train.start .. states.test.end, padded by the window and horizon); the sample "
+        "source has AAPL on 1990-01-02 .. 2022-12-28",
+    ),
     "all prices missing": file_case("date,ticker,close\n2016-01-04,AAPL,\n2016-01-04,MSFT,\n", "no prices for"),
     "text in a price cell": file_case(
         GOOD_ROWS + "2016-01-05,AAPL,abc\n", "unreadable close 'abc' for AAPL on 2016-01-05"

@@ -181,6 +181,8 @@ def read_dates(values: pd.Series, origin: str) -> pd.Series:
 def read_file(path: str | Path, ticker: str | None = None) -> tuple[pd.DataFrame, str]:
     """The tidy table of one price file and the line saying how it was read (see _tidy)."""
     path = Path(path)
+    if path.is_dir():
+        raise cli.HitchhikerError(f"price file {path} is a directory: name a CSV or Parquet file in it")
     if not path.is_file():
         where = "" if path.is_absolute() else f" (relative to the working directory {Path.cwd()})"
         raise cli.HitchhikerError(f"price file {path} does not exist{where}")
@@ -422,11 +424,28 @@ def fetch(cfg: dict) -> tuple[pd.DataFrame, list[str]]:
             f"config key data.tickers: {', '.join(missing)} not in the {data['source']} source (it has {listed})"
         )
     prices = prices[prices["ticker"].isin(data["tickers"])]
+    freqs = prices.groupby("ticker")["date"].agg(frequency.detect)
+    if freqs.nunique() > 1:  # else the sparser ticker's missing rows read as gaps to forward-fill
+        a, b = freqs.index[0], freqs.index[freqs != freqs.iloc[0]][0]
+        raise cli.HitchhikerError(
+            f"{a}'s prices are {freqs[a]} and {b}'s {freqs[b]}: a run's tickers need one frequency"
+        )
     start, end = date_range(frequency.detect(prices["date"]))
+    covered = prices.dropna(subset=["close"])
     prices = prices[(prices["date"] >= pd.Timestamp(start)) & (prices["date"] <= pd.Timestamp(end))]
     empty = sorted(set(data["tickers"]) - set(prices.dropna(subset=["close"])["ticker"]))
     if empty:
-        raise cli.HitchhikerError(f"no prices for {', '.join(empty)} between {start} and {end}")
+        have = covered[covered.ticker == empty[0]].date
+        span = f"{have.min().date()} .. {have.max().date()}" if len(have) else "no date"
+        keys = (
+            "data.start .. data.end"
+            if data.get("start") or data.get("end")
+            else "states.train.start .. states.test.end"
+        )
+        raise cli.HitchhikerError(
+            f"no prices for {', '.join(empty)} between {start} and {end} (config keys {keys}, padded by the window "
+            f"and horizon); the {data['source']} source has {empty[0]} on {span}"
+        )
     need = max(config.set_size(f, states) for f in states["formats"])
     prices, notes = clean(prices.reset_index(drop=True), data["faults"], need)
     freq = frequency.detect(prices["date"])
