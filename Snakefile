@@ -26,3 +26,14 @@ rule all:
         f"{RESULTS}/equity_curves.png",
         f"{RESULTS}/calibration.png",
         f"{RESULTS}/invalid_answers.png",
+        f"{RESULTS}/headline.csv",
+
+
+# The console ends on the headline table (summarize's headline.csv), or on the one-line
+# errors of the jobs that failed: the profile keeps Snakemake's per-job blocks quiet.
+onsuccess:
+    print_headline(f"{RESULTS}/headline.csv")
+
+
+onerror:
+    print_errors(f"{RESULTS}/logs")

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import duckdb
 import numpy as np
@@ -36,8 +37,36 @@ def snakemake(workdir, *args, check=True):
 def pipeline(tmp_path_factory):
     d = tmp_path_factory.mktemp("pipeline")
     write_config(d / "config.yaml", CFG)
-    snakemake(d)
+    proc = snakemake(d)
+    (d / "console.txt").write_text(proc.stdout + proc.stderr)  # Snakemake and the hooks write to stderr
     return d, d / "results" / "tiny"
+
+
+def test_the_console_is_quiet_and_ends_on_the_headline_table(pipeline):
+    d, res = pipeline
+    lines = (d / "console.txt").read_text().splitlines()
+    assert len(lines) < 60, "\n".join(lines)  # two rounds; every job's config and sources once filled hundreds
+    assert not any("coroutine" in line or "python -m hitchhiker" in line for line in lines)
+    table = pd.read_csv(res / "headline.csv", dtype=str, keep_default_na=False)
+    assert list(table.columns[:3]) == ["round", "mode", "valid"] and len(table) == 6  # 3 rounds x 2 modes
+    minus_base = table["reward - base $"]
+    assert minus_base.iloc[:2].eq("").all() and minus_base.iloc[2:].str.contains(r"\[").all()
+    shown = table.to_string(index=False).splitlines()
+    end = len(lines) - lines[-1].startswith("Complete log")  # Snakemake's own last word may follow
+    assert lines[end - len(shown) : end] == shown
+    assert lines[end - len(shown) - 1] == "hitchhiker: results/tiny/headline.csv, held-out test states"
+
+
+def test_a_failed_job_ends_the_console_on_its_one_line_error(pipeline, tmp_path):
+    d, _ = pipeline
+    shutil.copytree(d, tmp_path / "run", symlinks=True)
+    spec = tmp_path / "run" / "results" / "tiny" / "policy" / "round_0" / "policy.json"
+    spec.write_text("{not json")
+    proc = snakemake(tmp_path / "run", "--forcerun", "evaluate", check=False)
+    assert proc.returncode != 0
+    lines = proc.stderr.splitlines()
+    said = [line for line in lines if "(log: results/tiny/logs/evaluate_round_0.log)" in line]
+    assert len(said) == 1 and "policy.json" in said[0], proc.stderr[-3000:]
 
 
 def test_prices_are_the_configured_universe(pipeline):

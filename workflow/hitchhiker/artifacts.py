@@ -103,3 +103,8 @@ def write_json(obj, path: str | Path) -> None:
     text = json.dumps(_finite(obj), indent=2, sort_keys=True, default=str, allow_nan=False)
     with atomic_path(path) as tmp:
         tmp.write_text(text + "\n")
+
+
+def write_csv(df: pd.DataFrame, path: str | Path) -> None:
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False)

@@ -17,13 +17,18 @@ every mean with a 95% block-bootstrap interval over decision dates; learning_cur
 calibration.png (weights read as probabilities against outcomes, base and last round) and
 invalid_answers.png (invalid answers by reason, per round).
 
+and headline.csv, the table the console ends on (per round and mode: valid rate,
+accuracy, mean reward and unsupported claims per answer with intervals, and the mean
+reward's paired difference to the base).
+
 Usage:
   python -m hitchhiker.summarize --config config.yaml --states results/default/states.parquet \\
       --outcomes results/default/outcomes.parquet \\
       --predictions results/default/eval/round_*/predictions.parquet \\
       --metrics results/default/eval/round_*/metrics.json --out-json results/default/metrics.json \\
       --out-plot results/default/learning_curve.png --out-equity results/default/equity_curves.png \\
-      --out-calibration results/default/calibration.png --out-invalid results/default/invalid_answers.png
+      --out-calibration results/default/calibration.png --out-invalid results/default/invalid_answers.png \\
+      --out-headline results/default/headline.csv
 """
 
 from __future__ import annotations
@@ -79,6 +84,41 @@ def paired_rates(preds: pd.DataFrame, env, round_: int, h: int, stride: int, see
             cur, base = (preds[(preds["mode"] == mode) & (preds["round"] == r)] for r in (round_, 0))
             out[mode]["rank_ic"] = paired_rank_ic(cur, base, h, stride, seed)
     return out
+
+
+def _cell(stat: dict | None, spec: str) -> str:
+    """A mean and its 95% interval as one cell: "0.63 [0.55, 0.71]"; blank where there is none."""
+    if not stat or stat.get("mean") is None or pd.isna(stat["mean"]):
+        return ""
+    lo, hi = stat["ci95"]
+    return f"{stat['mean']:{spec}} [{lo:{spec}}, {hi:{spec}}]"
+
+
+def headline(summary: dict) -> pd.DataFrame:
+    """The run's headline table: per round and mode, the valid rate, accuracy (where the
+    environment scores one), mean reward and unsupported claims per answer, each with its
+    95% interval, and the mean reward's paired difference to the base policy."""
+    rows = []
+    for m in summary["rounds"]:
+        for mode in MODES:
+            s = m.get(mode)
+            if not s:
+                continue
+            rows.append(
+                {
+                    "round": m["round"],
+                    "mode": mode,
+                    "valid": _cell(s.get("valid_rate"), ".0%"),
+                    "accuracy": _cell(s.get("accuracy"), ".2f"),
+                    "mean reward $": _cell(s.get("mean_reward"), "+.4f"),
+                    "claims per answer": _cell(s.get("hallucination", {}).get("unsupported_per_answer"), ".2f"),
+                    "reward - base $": _cell(
+                        summary["reward_minus_base"].get(f"round_{m['round']}", {}).get(mode), "+.4f"
+                    ),
+                }
+            )
+    table = pd.DataFrame(rows)
+    return table.loc[:, (table != "").any()]  # no empty column (an environment without accuracy)
 
 
 def _interval_plot(ax, xs, stats, color, label):
@@ -190,6 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out-equity", required=True)
     p.add_argument("--out-calibration", required=True)
     p.add_argument("--out-invalid", required=True)
+    p.add_argument("--out-headline", required=True, help="the headline table (CSV)")
     args = p.parse_args(argv)
     cfg = config.load(args.config, set(SECTIONS))
     h, stride, seed = cfg["states"]["horizon"], cfg["states"]["stride"], cfg["seed"]
@@ -252,14 +293,10 @@ def main(argv: list[str] | None = None) -> None:
     plot_calibration(rounds, args.out_calibration)
     plot_invalid(rounds, args.out_invalid)
 
-    for mode in MODES:
-        d = minus_base.get(f"round_{last}", {}).get(mode)
-        if d:
-            print(
-                f"summarize: round {last} - base, {mode} mean reward {d['mean']:+.4f} "
-                f"[{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}]"
-            )
-    print(f"summarize: -> {args.out_json}")
+    table = headline(summary)
+    artifacts.write_csv(table, args.out_headline)
+    print(f"summarize: -> {args.out_json}, {args.out_headline}")
+    print(table.to_string(index=False))
 
 
 if __name__ == "__main__":

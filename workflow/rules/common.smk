@@ -1,5 +1,7 @@
 import shlex
 import sys
+import time
+import warnings
 from pathlib import Path
 
 from snakemake.settings.types import DeploymentMethod
@@ -35,6 +37,11 @@ shell.prefix(
     f"export PYTHONPATH={shlex.quote(f'{workflow.basedir}/workflow')}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
 )
 
+# Snakemake 9.27 builds the DAG with an input-size coroutine it never awaits (rules.py); the
+# RuntimeWarning it prints at every invocation is its own and harmless.
+warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+_STARTED = time.time()
+
 RESULTS = f"results/{config['run']}"
 # which files made the config (the default run's, then each --configfile over it), and where
 # the results go: both depend on the working directory
@@ -69,3 +76,28 @@ def code(stage):
 
 def policy(r):
     return f"{RESULTS}/policy/round_{r}"
+
+
+def print_headline(path):
+    """The headline table, the console's last lines after a run (onsuccess)."""
+    if Path(path).is_file():
+        import pandas as pd
+
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+        print(
+            f"\nhitchhiker: {path}, held-out {config['evaluate']['split']} states",
+            file=sys.stderr,
+        )
+        print(table.to_string(index=False), file=sys.stderr)
+
+
+def print_errors(logs):
+    """What stopped each job that failed in this invocation (onerror): its one-line error,
+    or the last line of its traceback, and its log."""
+    for log in sorted(Path(logs).glob("*.log"), key=lambda f: f.stat().st_mtime):
+        if log.stat().st_mtime < _STARTED:
+            continue
+        lines = log.read_text(errors="replace").splitlines()
+        said = [line for line in lines if line.startswith("hitchhiker: error:")]
+        if said or any(line.startswith("Traceback") for line in lines):
+            print(f"{(said or lines)[-1]} (log: {log})", file=sys.stderr)

@@ -48,6 +48,11 @@ rule summarize:
             caption="../report/calibration.rst",
             category="Evaluation",
         ),
+        headline=report(
+            f"{RESULTS}/headline.csv",
+            caption="../report/headline.rst",
+            category="Evaluation",
+        ),
         invalid=report(
             f"{RESULTS}/invalid_answers.png",
             caption="../report/invalid_answers.rst",
@@ -63,4 +68,5 @@ rule summarize:
         "python -m hitchhiker.summarize --config {params.cfg:q} --states {input.states:q}"
         " --outcomes {input.outcomes:q} --predictions {input.predictions:q} --metrics {input.metrics:q}"
         " --out-json {output.json:q} --out-plot {output.plot:q} --out-equity {output.equity:q}"
-        " --out-calibration {output.calibration:q} --out-invalid {output.invalid:q} 2>&1 | tee {log:q}"
+        " --out-calibration {output.calibration:q} --out-invalid {output.invalid:q}"
+        " --out-headline {output.headline:q} > {log:q} 2>&1"
