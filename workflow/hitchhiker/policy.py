@@ -27,13 +27,24 @@ CHAT_TEMPLATE = (
 SPECIAL = ["<|pad|>", "<|unk|>", "<|end|>", "<|user|>", "<|assistant|>", "<|system|>"]
 
 
-def model_ref(policy_dir: str | Path) -> str:
-    """The path or hub id that ``from_pretrained`` should load for a policy directory."""
-    policy_dir = Path(policy_dir)
+def read_spec(policy_dir: Path) -> dict:
+    """A policy directory's policy.json, or a one-line error naming it."""
     spec_path = policy_dir / "policy.json"
     if not spec_path.is_file():
         raise HitchhikerError(f"policy {policy_dir}: no policy.json (not a policy directory)")
-    ref = json.loads(spec_path.read_text())["model"]
+    try:
+        spec = json.loads(spec_path.read_text())
+    except json.JSONDecodeError as err:
+        raise HitchhikerError(f"{spec_path} is not readable JSON ({err}): rerun the stage that wrote it") from None
+    if not isinstance(spec, dict) or "model" not in spec:
+        raise HitchhikerError(f"{spec_path} names no model: rerun the stage that wrote it")
+    return spec
+
+
+def model_ref(policy_dir: str | Path) -> str:
+    """The path or hub id that ``from_pretrained`` should load for a policy directory."""
+    policy_dir = Path(policy_dir)
+    ref = read_spec(policy_dir)["model"]
     local = policy_dir / ref
     return str(local) if local.exists() else ref
 
@@ -49,7 +60,7 @@ def write_spec(policy_dir: Path, model: str, round_: int, adapter_of: str | Path
 def lora_adapter(policy_dir: str | Path) -> tuple[str, str] | None:
     """(model ref of the base weights, adapter directory) of a policy with a LoRA adapter, else None."""
     policy_dir = Path(policy_dir)
-    spec = json.loads((policy_dir / "policy.json").read_text())
+    spec = read_spec(policy_dir)
     if "adapter" not in spec:
         return None
     return model_ref(policy_dir / spec["base"]), str(policy_dir / spec["adapter"])
