@@ -30,7 +30,7 @@ def test_the_rule_launches_with_the_chosen_config_file_and_the_gpu_count(tmp_pat
     zero2 = str(CONFIGS / "zero2.yaml")
     write_config(tmp_path / "config.yaml", tiny_config(train={"accelerate_config": zero2}))
     proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", tmp_path / "config.yaml", "-n", "-p",
-               "--set-resources", "grpo_train:gpu=4", cwd=tmp_path)  # fmt: skip
+               "--quiet", "host", "--set-resources", "grpo_train:gpu=4", cwd=tmp_path)  # fmt: skip
     launch = next(line for line in (proc.stdout + proc.stderr).splitlines() if "hitchhiker.launch" in line)
     assert f"python -m hitchhiker.launch --nproc 4 --accelerate-config {zero2} -- --config" in launch
 

@@ -65,7 +65,7 @@ def test_pipeline_runs_as_slurm_jobs_and_matches_a_local_run(tmp_path):
 def test_dry_run_shows_what_each_rule_asks_slurm_for(tmp_path):
     write_config(tmp_path / "config.yaml", tiny_config())
     out = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml", "--profile",
-              ROOT / "profiles" / "slurm", "-n", cwd=tmp_path).stdout  # fmt: skip
+              ROOT / "profiles" / "slurm", "-n", "--quiet", "host", cwd=tmp_path).stdout  # fmt: skip
     asks = {}
     for block in out.split("\nrule ")[1:]:
         name = block.split(":", 1)[0]
