@@ -142,6 +142,8 @@ def read_dates(values: pd.Series, origin: str) -> pd.Series:
     refused: read either way, it would be wrong in silence. pandas' own inference decides
     from the first value only, so the order is settled here by hand.
     """
+    if pd.api.types.is_datetime64_any_dtype(values):  # a Parquet's dates: already read
+        return pd.to_datetime(values, utc=True).dt.tz_localize(None).dt.normalize()
     text = values.astype(str).str.strip()
     dates = pd.to_datetime(text, format="ISO8601", errors="coerce", utc=True)
     if dates.isna().any():
