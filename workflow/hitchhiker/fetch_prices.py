@@ -432,12 +432,12 @@ def fetch(cfg: dict) -> tuple[pd.DataFrame, list[str]]:
         raise cli.HitchhikerError(
             f"{a}'s prices are {freqs[a]} and {b}'s {freqs[b]}: a run's tickers need one frequency"
         )
-    start, end = date_range(frequency.detect(prices["date"]))
-    covered = prices.dropna(subset=["close"])
+    start, end = date_range(freqs.iloc[0])  # the tickers' one frequency
+    everything = prices
     prices = prices[(prices["date"] >= pd.Timestamp(start)) & (prices["date"] <= pd.Timestamp(end))]
     empty = sorted(set(data["tickers"]) - set(prices.dropna(subset=["close"])["ticker"]))
     if empty:
-        have = covered[covered.ticker == empty[0]].date
+        have = everything[(everything.ticker == empty[0]) & everything.close.notna()].date
         span = f"{have.min().date()} .. {have.max().date()}" if len(have) else "no date"
         keys = (
             "data.start .. data.end"
