@@ -203,20 +203,20 @@ HALLUCINATION_CASES = [
     ("A rose 7%", {"claims": 1, "unsupported": 1}),
     ("A: Previous answer: A returns more than 10% over the next 5 trading days.", {"claims": 1, "unsupported": 1}),
     # figures recited as shown (SmolLM2 recites invented ones), cut-off last numbers skipped
-    ("A: +0.07 -1.29 +1.30 -0.60 +1.46", {}),
-    ("A: +3.5 +1.4 +2.9 +1.9 + 3.5", {"figure": 4}),
-    ("A: +0.25 +2.01 -0.90 +1.36 -0", {"figure": 4}),
-    ("A: 1.29 1.3", {}),  # unsigned, at the precision written
+    ("A: +0.07 -1.29 +1.30 -0.60 +1.46", {"figures": 4}),
+    ("A: +3.5 +1.4 +2.9 +1.9 + 3.5", {"figures": 4, "figure": 4}),
+    ("A: +0.25 +2.01 -0.90 +1.36 -0", {"figures": 4, "figure": 4}),
+    ("A: 1.29 1.3", {"figures": 1}),  # unsigned, at the precision written
     ("A=0.5, B=0.5 because", {}),  # listwise weights are not figures
     # arithmetic on figures (its operands are figures too)
-    ("A: +0.13 +1.44 = +0.25\nB", {"arithmetic": 1, "figure": 2}),
-    ("A: 1.84 -1.22 = 1.08, which is exactly 1", {"arithmetic": 1, "figure": 2}),
-    ("A: +0.07 -1.29 = -1.22 so", {}),
-    ("+1.30 - 0.60 = 5.20%", {"arithmetic": 1, "claims": 1, "unsupported": 1}),
+    ("A: +0.13 +1.44 = +0.25\nB", {"arithmetic": 1, "figures": 2, "figure": 2}),
+    ("A: 1.84 -1.22 = 1.08, which is exactly 1", {"arithmetic": 1, "figures": 2, "figure": 2}),
+    ("A: +0.07 -1.29 = -1.22 so", {"figures": 2}),
+    ("+1.30 - 0.60 = 5.20%", {"arithmetic": 1, "claims": 1, "figures": 2, "unsupported": 1}),
     # labels bound to another of the state's tickers
     ("A (MSFT): +1.00", {"label": 1}),
     ("MSFT (A) rises", {"label": 1}),
-    ("A (AAPL): +0.07 -1.29 +1.30 -0.60 +1.46", {}),
+    ("A (AAPL): +0.07 -1.29 +1.30 -0.60 +1.46", {"figures": 4}),
     ("Asked by a user.\nA (MISC): -1.29", {"unknown_ticker": 1}),  # not in the state: unknown
     # periods the prompt does not show
     ("A, it rose on Monday and on 2021-03-04", {"day": 2}),
@@ -236,8 +236,22 @@ def test_hallucination_rules_on_smollm2_style_completions(completion, found):
     got = hallucination.check(completion, HALLUCINATION_PROMPT, ["AAPL", "MSFT"])
     assert got._asdict() == {**dict.fromkeys(hallucination.Claims._fields, 0), **found}
     assert hallucination.count(completion, HALLUCINATION_PROMPT, ["AAPL", "MSFT"]) == sum(
-        v for k, v in found.items() if k != "claims"
+        v for k, v in found.items() if k not in ("claims", "figures")
     )
+
+
+def test_indicators_tell_fewer_claims_from_writing_less():
+    # supported = stated (percents and checked figures) - unsupported of those two kinds
+    texts = ["A: +0.07 -1.29 +1.30 -0.60 +1.46", "A: +3.5 +1.4 +2.9 +1.9 + 3.5", "A rose 7% and 1.46%", "A", None]
+    frame = hallucination.check_many(texts, [HALLUCINATION_PROMPT] * 5, [["AAPL", "MSFT"]] * 5).assign(completion=texts)
+    totals = hallucination.with_totals(frame)
+    assert totals["supported_claims"].tolist() == [4, 0, 1, 0, 0]
+    assert totals["unsupported_claims"].tolist() == [0, 4, 1, 0, 0]
+    got = hallucination.indicators(frame)
+    assert got["unsupported_per_answer"].tolist() == [0, 4, 1, 0, 0]
+    assert got["supported_per_answer"].tolist() == [4, 0, 1, 0, 0]
+    assert got["stating_figures_rate"].tolist() == [1, 1, 1, 0, 0]
+    assert got["completion_chars"].tolist() == [len(t or "") for t in texts]
 
 
 def test_a_batch_of_completions_is_checked_each_on_its_own():

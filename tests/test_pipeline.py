@@ -12,7 +12,7 @@ from transformers import AutoTokenizer
 
 from conftest import ROOT, run, stage, tiny_config, write_config
 from hitchhiker import policy
-from hitchhiker.environments import answers, get, hallucination
+from hitchhiker.environments import answers, get, hallucination, prompts
 from hitchhiker.metrics import portfolio_returns, sharpe
 
 CFG = tiny_config(rounds=2)
@@ -134,17 +134,20 @@ def test_replay_buffer_accumulates_rounds_with_consistent_rewards(pipeline):
         assert reward == pytest.approx(answers.reward(action, fwd, REWARD))
 
 
-def test_the_grounding_reward_charges_each_unsupported_claim(pipeline, tmp_path):
+def test_the_grounding_reward_charges_each_unsupported_claim_and_pays_each_supported_one(pipeline, tmp_path):
     _, res = pipeline
     rollouts = pd.read_parquet(res / "rollouts" / "round_1.parquet")
-    rollouts.loc[:3, "completion"] = [
+    prompt = pd.read_parquet(res / "states.parquet").set_index("state_id").prompt[rollouts.state_id[4]]
+    recited = next(iter(prompts.shown(prompt)["returns"].values()))[:2]
+    rollouts.loc[:4, "completion"] = [
         "A, up 7% while TSLA fell",  # a percent the prompt does not support and an unknown ticker: 2
         "B: +9.99 +8.88 = +1.00",  # two unshown figures and a wrong sum: 3
         "A",
         "B (ZZZ) on Monday",  # an unknown ticker and a weekday: 2
+        "A: " + " ".join(f"{v:+.2f}" for v in recited) + " so",  # two figures its prompt shows: paid twice
     ]
     rollouts.to_parquet(tmp_path / "round_1.parquet")
-    cfg = {**CFG, "reward": {**REWARD, "unsupported_claim_penalty": 0.01}}
+    cfg = {**CFG, "reward": {**REWARD, "unsupported_claim_penalty": 0.01, "supported_claim_bonus": 0.002}}
     out = tmp_path / "buffer.duckdb"
     stage(
         "score", "--config", write_config(tmp_path / "c.yaml", cfg), "--round", "1",
@@ -153,7 +156,8 @@ def test_the_grounding_reward_charges_each_unsupported_claim(pipeline, tmp_path)
     )  # fmt: skip
     with duckdb.connect(str(out), read_only=True) as con:
         got = con.execute(
-            """SELECT r.completion, s.prompt, s.tickers, c.market_reward, c.unsupported_claims, c.reward
+            """SELECT r.completion, s.prompt, s.tickers, c.market_reward, c.unsupported_claims, c.supported_claims,
+                      c.valid, c.reward
                FROM scores c JOIN rollouts r USING (run, round, state_id, sample_idx)
                JOIN states s USING (run, state_id)
                ORDER BY c.state_id, c.sample_idx"""
@@ -164,7 +168,11 @@ def test_the_grounding_reward_charges_each_unsupported_claim(pipeline, tmp_path)
     assert by_text.loc["B (ZZZ) on Monday", "unsupported_claims"] == 2
     for row in got.itertuples():
         assert row.unsupported_claims == hallucination.count(row.completion, row.prompt, row.tickers)
-    assert got.reward.to_numpy() == pytest.approx(got.market_reward - 0.01 * got.unsupported_claims)
+    recital = by_text.loc[rollouts.completion[4]]
+    assert (recital.unsupported_claims, recital.supported_claims, recital.valid) == (0, 2, True)
+    assert got.reward.to_numpy() == pytest.approx(
+        got.market_reward - 0.01 * got.unsupported_claims + 0.002 * got.supported_claims * got.valid
+    )
 
 
 def test_policies_and_evaluation(pipeline):

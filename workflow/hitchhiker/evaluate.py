@@ -10,7 +10,9 @@ Metrics, per decoding mode (an episode of a multi-turn environment is one answer
                   prompt does not support (the environment's claim_rates; for the market:
                   unsupported_claim_rate, a return in percent, unshown_figure_rate,
                   wrong_arithmetic_rate, wrong_label_rate, unshown_day_rate,
-                  unknown_ticker_rate), any_rate for any of them, and unsupported_per_answer
+                  unknown_ticker_rate), any_rate for any of them, unsupported_per_answer;
+                  and whether a fall is only writing less: stating_figures_rate (answers
+                  that state any figure), supported_per_answer, completion_chars
   mean_reward     mean dollar reward per answer, invalid answers at the penalty
   hit_rate, median_reward, Sharpe and maximum drawdown of the portfolio the decisions
   induce, an invalid answer's capital in cash (hitchhiker/metrics.py has the

@@ -3,8 +3,9 @@ its rationale makes that the state does not support); the round goes into the re
 (hitchhiker/buffer.py).
 
 The stored reward, what GRPO trains on, is the environment's reward (``market_reward``) less
-reward.unsupported_claim_penalty for each unsupported claim (counted always, charged only
-when the penalty is set): the grounding reward.
+reward.unsupported_claim_penalty for each unsupported claim, plus, for a valid answer,
+reward.supported_claim_bonus for each claim its state supports (counted always, charged and
+paid only where set): the grounding reward.
 
 Usage:
   python -m hitchhiker.score --config config.yaml --round 1 \\
@@ -54,8 +55,12 @@ def main(argv: list[str] | None = None) -> None:
     env = environments.get(cfg["environment"])
     scored = env.score(keys, states.to_pandas(), outcomes, cfg["reward"])
     scores = keys.drop(columns=["completion", "answers"]).join(scored.rename(columns={"reward": "market_reward"}))
-    penalty = cfg["reward"]["unsupported_claim_penalty"]
-    scores["reward"] = scores["market_reward"] - penalty * scores["unsupported_claims"]
+    penalty, bonus = cfg["reward"]["unsupported_claim_penalty"], cfg["reward"]["supported_claim_bonus"]
+    scores["reward"] = (
+        scores["market_reward"]
+        - penalty * scores["unsupported_claims"]
+        + bonus * scores["supported_claims"] * scores["valid"]
+    )
     tables = {"states": states, "outcomes": outcomes, "prompts": prompts, "rollouts": rollouts}
     valid, mean, claims = buffer.write(args.out, args.previous, run, args.round, tables | {"scores": scores})
     print(

@@ -69,8 +69,8 @@ def paired_rates(preds: pd.DataFrame, env, round_: int, h: int, stride: int, see
     where the environment says what is right (over the states where both policies gave a
     decided answer; ``n`` counts them), in rank IC where answers rank tickers (per state, or
     per date for elementwise answers: metrics.paired_rank_ic) and in each hallucination rate
-    (the share of answers with a claim of that kind)."""
-    rates = env.claim_rates(preds).drop(columns="unsupported_per_answer")
+    (the share of answers with a claim of that kind, and the claims per answer)."""
+    rates = env.claim_rates(preds)
     preds = pd.concat([preds, rates], axis=1).assign(valid_rate=preds["valid"].astype(float))
     accuracy = ["accuracy"] if "correct" in preds else []
     preds = preds.assign(accuracy=preds["correct"]) if accuracy else preds

@@ -65,7 +65,8 @@ class Environment(Protocol):
         """Per sample row (state_id, completion, answers: the model's text per turn), indexed
         like ``samples``: valid, invalid_reason, reward (the environment's dollar reward,
         invalid answers at reward.invalid_penalty), unsupported_claims (the claims its text
-        makes that the state does not support, what the grounding penalty charges), and the
+        makes that the state does not support, what the grounding penalty charges),
+        supported_claims (those it supports, what the supported-claim bonus pays), and the
         environment's own columns (the market's: action, weights, ranking, correct,
         preference, a count per kind of claim). ``correct`` (1, 0 or NaN), where given, is
         reported as accuracy. Never raises on a completion."""
@@ -83,7 +84,9 @@ class Environment(Protocol):
 
     def claim_rates(self, scored: pd.DataFrame) -> pd.DataFrame:
         """Per scored answer: any_rate and one 0/1 column per claim kind (1 where the answer
-        has one), and unsupported_per_answer; evaluate and summarize report their means."""
+        has one), unsupported_per_answer, and any measure that tells a fall in them from writing
+        less (the market's: stating_figures_rate, supported_per_answer, completion_chars);
+        evaluate and summarize report their means."""
 
     def baselines(self, states: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict) -> pd.DataFrame:
         """Simple rules on the same states, rewarded as the policy: one row per (baseline,

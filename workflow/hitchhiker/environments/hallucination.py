@@ -36,7 +36,9 @@ unknown ticker
     once per distinct word.
 
 :func:`count` is their sum, what reward.unsupported_claim_penalty charges per claim in
-score. These measure what the model says about the data, not whether its decision was
+score; a percent claim or a checked figure that no rule faults is supported, what
+reward.supported_claim_bonus pays for (a valid answer's), so that the reward does not
+favour an answer that states nothing. These measure what the model says about the data, not whether its decision was
 right: text with no numbers, names or dates has none.
 """
 
@@ -103,9 +105,12 @@ COMMON = frozenset(
 
 
 class Claims(NamedTuple):
-    """Claims of one completion: percent claims made, and unsupported claims of each kind."""
+    """Claims of one completion: percent claims and figures made, and unsupported claims of
+    each kind. A percent claim or a figure that is not unsupported is supported (what
+    reward.supported_claim_bonus pays for)."""
 
     claims: int
+    figures: int
     unsupported: int
     figure: int
     arithmetic: int
@@ -125,14 +130,30 @@ RATES = {  # each kind's rate (answers with at least one such claim) as metrics.
 }
 
 
+def with_totals(claims: pd.DataFrame) -> pd.DataFrame:
+    """Claims (the columns of check, a row per answer) with unsupported_claims (every kind's,
+    what the grounding penalty charges) and supported_claims (percent claims and figures
+    that no rule faults, what the supported-claim bonus pays for)."""
+    unsupported = claims[list(KINDS)].sum(axis=1)
+    supported = claims["claims"] + claims["figures"] - claims["unsupported"] - claims["figure"]
+    return claims.assign(unsupported_claims=unsupported, supported_claims=supported)
+
+
 def indicators(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per answer, from its claim counts (the KINDS columns of check): 1.0 where it has a claim
-    of each kind (named as RATES), any_rate for any kind, and unsupported_per_answer (the count);
-    their means are the rates evaluate reports and summarize pairs."""
+    """Per answer, from its claim counts (the Claims columns of check): 1.0 where it has a
+    claim of each kind (named as RATES), any_rate for any kind, unsupported_per_answer (the
+    count); and what says whether a fall in them is only writing less: stating_figures_rate
+    (1.0 where the answer states any percent or figure), supported_per_answer (those the
+    prompt supports) and completion_chars (the text's length). Their means are the rates
+    evaluate reports and summarize pairs."""
     counts = frame[list(KINDS)]
+    unsupported = counts.sum(axis=1)
     out = pd.DataFrame({RATES[kind]: (counts[kind] > 0).astype(float) for kind in KINDS}, index=frame.index)
-    out.insert(0, "any_rate", (counts.sum(axis=1) > 0).astype(float))
-    out["unsupported_per_answer"] = counts.sum(axis=1).astype(float)
+    out.insert(0, "any_rate", (unsupported > 0).astype(float))
+    out["unsupported_per_answer"] = unsupported.astype(float)
+    out["stating_figures_rate"] = (frame["claims"] + frame["figures"] > 0).astype(float)
+    out["supported_per_answer"] = with_totals(frame)["supported_claims"].astype(float)
+    out["completion_chars"] = frame["completion"].fillna("").str.len().astype(float)
     return out
 
 
@@ -234,12 +255,13 @@ def _arithmetic(b: _Batch) -> tuple[list, set[int]]:
     return wrong, results
 
 
-def _figures(b: _Batch, results: set[int]) -> list:
-    """Figures not shown at the precision written; not a sum's result nor the text's last word."""
+def _figures(b: _Batch, results: set[int]) -> tuple[list, list]:
+    """The figures checked (not a sum's result nor the text's last word), and those not shown
+    at the precision written."""
     found = [m for m in _FIGURE.finditer(b.text) if m.start(2) not in results and m.start(1) not in results]
     found = [m for m, i in zip(found, b.owner(found), strict=True) if m.end() != b.ends[i]]
     tol = np.array([0.5 * 10.0 ** -len(m.group(3)) + 1e-9 for m in found])[:, None]
-    return b.unsupported(found, "values", lambda ref: tol)
+    return found, b.unsupported(found, "values", lambda ref: tol)
 
 
 def _labels(b: _Batch) -> list:
@@ -299,10 +321,12 @@ def check_many(completions, prompts_, tickers_) -> pd.DataFrame:
     b = _Batch(texts, prompts_, tickers_)
     percents = list(_PERCENT.finditer(b.text))
     wrong_sums, results = _arithmetic(b)
+    figures, unshown = _figures(b, results)
     columns = (
         b.counts(percents),
+        b.counts(figures),
         b.counts(b.unsupported(percents, "implied", lambda ref: np.maximum(0.05, 0.05 * np.abs(ref)))),
-        b.counts(_figures(b, results)),
+        b.counts(unshown),
         b.counts(wrong_sums),
         b.counts(_labels(b)),
         b.counts(_days(b)),

@@ -131,9 +131,7 @@ class Market:
         w[np.arange(w.shape[1]) < kept[:, None]] = pc.list_flatten(pa.array(frame["weights"])).to_numpy()
         frame["correct"] = correct(w, frame["valid"].to_numpy(), fwd_state[pos], k_state[pos])
         frame["preference"] = preference(frame["ranking"], frame["weights"])
-        claims = claims.set_axis(samples.index)
-        claims["unsupported_claims"] = claims[list(hallucination.KINDS)].sum(axis=1)
-        return pd.concat([frame, claims], axis=1)
+        return pd.concat([frame, hallucination.with_totals(claims.set_axis(samples.index))], axis=1)
 
     def action_rewards(self, outcomes: pd.DataFrame, reward_cfg: dict) -> pd.DataFrame:
         """Every discrete action of each state, priced as score prices its answer: one row per

@@ -387,9 +387,7 @@ class Sequential:
             )
             counts = pd.DataFrame(np.asarray(claims), columns=list(hallucination.Claims._fields))
             parts.append(pd.concat([frame, counts], axis=1).set_axis(samples.index[rows]))
-        scored = pd.concat(parts).loc[samples.index]
-        scored["unsupported_claims"] = scored[list(hallucination.KINDS)].sum(axis=1)
-        return scored
+        return hallucination.with_totals(pd.concat(parts).loc[samples.index])
 
     def claim_rates(self, scored):
         return hallucination.indicators(scored)
