@@ -17,6 +17,35 @@ def test_default_config_validates_and_fills_defaults():
     assert cfg["model"]["trust_remote_code"] is False
 
 
+def _keys(node: dict, path: str = ""):
+    """(dotted key, its schema) for every key the schema defines, nested ones included."""
+    for name, sub in (node.get("properties") or {}).items():
+        yield f"{path}{name}", sub
+        yield from _keys(sub, f"{path}{name}.")
+
+
+def test_every_config_key_says_what_it_does():
+    schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    keys = [*_keys(schema), *(kv for name, d in schema["$defs"].items() for kv in _keys(d, f"{name}."))]
+    assert len(keys) > 80
+    assert [key for key, sub in keys if not sub.get("description")] == []
+
+
+def test_the_default_config_sets_only_what_it_changes():
+    # defaults live in the schema: a key config.yaml sets to its default would be a second copy
+    schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+
+    def same(cfg: dict, node: dict, path: str = ""):
+        for key, value in cfg.items():
+            sub = node["properties"][key]
+            if isinstance(value, dict) and "properties" in sub:
+                yield from same(value, sub, f"{path}{key}.")
+            elif sub.get("default", object()) == value:
+                yield f"{path}{key}"
+
+    assert list(same(yaml.safe_load((ROOT / "config.yaml").read_text()), schema)) == []
+
+
 @pytest.mark.parametrize(
     "mutate, message",
     [
