@@ -12,61 +12,64 @@ import pytest
 
 from conftest import ROOT, run, tiny_config, write_config
 
+pytestmark = pytest.mark.slow  # the DAG, killed and rerun
+
 
 def _snakemake_cmd(d):
     return ["snakemake", "-s", str(ROOT / "Snakefile"), "--configfile", str(d / "config.yaml"), "--cores", "2"]
 
 
-def _kill_when_running(d, stage, whole_run, writing=None):
-    """Start the pipeline; SIGKILL the ``stage`` job (or the whole run) once it has started, or, given
-    ``writing``, once that output's atomic temporary exists (the stage is part-way through writing it)."""
+def _kill_while_writing(d, stage, whole_run, temporaries):
+    """Start the pipeline and SIGKILL the ``stage`` job (or the whole run) once one of its
+    outputs' atomic temporaries exists (glob ``temporaries`` under ``d``): part-way through
+    writing it, the moment a crash could leave half an artifact. Returns the output whose
+    temporary was seen. (Killed at a fixed delay after start, a stage dies while importing
+    torch, where there is nothing half-written to find.)"""
     proc = subprocess.Popen(
         _snakemake_cmd(d), cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
-    deadline = time.time() + 240
-    victim = None
-    while victim is None and time.time() < deadline and proc.poll() is None:
-        for p in psutil.Process(proc.pid).children(recursive=True):
-            try:
-                if f"hitchhiker.{stage}" in " ".join(p.cmdline()):
-                    victim = p
-                    break
-            except psutil.NoSuchProcess:
-                continue
-        time.sleep(0.05)
-    assert victim is not None, f"{stage} never started"
-    if writing is None:  # stages that run for seconds: part-way, output not yet moved into place
-        time.sleep(0.3)
-    else:  # a stage done in ~0.5 s (score) could finish inside any fixed delay; its temporary lives ~50 ms
-        while not any(writing.parent.glob(f".{writing.name}.*")):
-            assert proc.poll() is None and time.time() < deadline, f"{stage} never started writing {writing}"
-            time.sleep(0.001)
+    deadline = time.time() + 300
+    victim, seen = None, []
+    while not (victim and seen):
+        assert proc.poll() is None and time.time() < deadline, f"{stage} never started writing {temporaries}"
+        if victim is None:
+            for p in psutil.Process(proc.pid).children(recursive=True):
+                try:
+                    if f"hitchhiker.{stage}" in " ".join(p.cmdline()):
+                        victim = p
+                        break
+                except psutil.NoSuchProcess:
+                    continue
+        seen = list(d.glob(temporaries)) if victim else []
+        time.sleep(0.001)  # score's temporary lives about 50 ms
+    output = seen[0].parent / seen[0].name[1 : seen[0].name.rindex(".")]  # atomic_path's ".<name>.<random>"
     if whole_run:  # a preempted node: Snakemake and every job die at once
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
         run(*_snakemake_cmd(d), "--unlock", cwd=d)  # what a user does after a killed Snakemake
-        return
-    else:  # a job killed by the scheduler (time or memory limit): its shell and its children
-        for p in [victim, *victim.children(recursive=True)]:
+        return output
+    for p in [victim, *victim.children(recursive=True)]:  # a job killed by the scheduler: its shell and children
+        try:
             p.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            continue
     proc.wait(timeout=240)
     assert proc.returncode != 0
+    return output
 
 
-@pytest.mark.slow
 def test_killed_stages_leave_no_half_artifacts_and_the_rerun_completes(tmp_path):
     write_config(tmp_path / "config.yaml", tiny_config(rounds=2))
     res = tmp_path / "results" / "tiny"
-    for stage, whole_run, output, mid_write in [
-        ("build_states", True, res / "states.parquet", False),
-        ("rollout", False, res / "rollouts" / "round_1.parquet", False),
-        ("grpo_train", True, res / "policy" / "round_1", False),
-        ("score", True, res / "buffer" / "round_2.duckdb", True),
-        ("evaluate", False, None, False),
+    for stage, whole_run, temporaries in [
+        ("build_states", True, "results/tiny/.states.parquet.*"),
+        ("rollout", False, "results/tiny/rollouts/.round_1.parquet.*"),
+        ("grpo_train", True, "results/tiny/policy/.round_1.*"),
+        ("score", True, "results/tiny/buffer/.round_2.duckdb.*"),
+        ("evaluate", False, "results/tiny/eval/round_*/.predictions.parquet.*"),
     ]:
-        _kill_when_running(tmp_path, stage, whole_run, output if mid_write else None)
-        if output is not None:
-            assert not output.exists(), f"killed {stage} left {output}"
+        output = _kill_while_writing(tmp_path, stage, whole_run, temporaries)
+        assert not output.exists(), f"killed {stage} left {output}"
     run(*_snakemake_cmd(tmp_path), cwd=tmp_path)
     assert "Nothing to be done" in run(*_snakemake_cmd(tmp_path), "-n", cwd=tmp_path).stdout
     for parquet in res.rglob("*.parquet"):

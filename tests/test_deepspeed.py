@@ -16,6 +16,8 @@ from safetensors.torch import load_file
 from conftest import ROOT, prompts_of, rollout_round1, stage, tiny_config, write_config
 from hitchhiker import policy
 
+pytestmark = pytest.mark.slow  # DeepSpeed ZeRO-2/3 training runs
+
 CONFIGS = {"zero2": 2, "zero3": 3}
 
 

@@ -16,8 +16,9 @@ from conftest import ROOT, run, stage, tiny_config, write_config
 from hitchhiker import policy
 from hitchhiker.environments import answers, prompts
 
+pytestmark = pytest.mark.slow  # the signal-learning run
 
-@pytest.mark.slow
+
 def test_the_trained_policy_reads_the_planted_signal_on_held_out_dates(tmp_path):
     # every round trained as `snakemake --configfile configs/synthetic.yaml` trains it; only
     # the base and the last round evaluated (the other 13 evaluations cost 100 s and are not

@@ -109,6 +109,7 @@ def test_the_loss_is_the_gap_weighted_cross_entropy_to_the_best_action():
     assert tie.item() == 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "objective, extra",
     [("dpo", {}), ("best_answers", {}), ("full_information", {"lr_scheduler": "constant", "per_device_batch_size": 4}),

@@ -15,6 +15,8 @@ from hitchhiker import policy
 from hitchhiker.environments import answers, get, hallucination, prompts
 from hitchhiker.metrics import portfolio_returns, sharpe
 
+pytestmark = pytest.mark.slow  # the real Snakemake DAG, every stage
+
 CFG = tiny_config(rounds=2)
 
 

@@ -122,6 +122,7 @@ def episodes(tmp_path_factory):
     return d / "results" / "sequential"
 
 
+@pytest.mark.slow
 def test_the_buffer_holds_whole_trajectories(episodes):
     with duckdb.connect(str(episodes / "buffer" / "round_2.duckdb"), read_only=True) as con:
         ro = con.execute("SELECT * FROM rollouts").df()
@@ -136,6 +137,7 @@ def test_the_buffer_holds_whole_trajectories(episodes):
     assert {"episode_return", "turnover", "drawdown", "invalid_turns", "reward", "market_reward"} <= set(scores)
 
 
+@pytest.mark.slow
 def test_evaluate_reports_episodes_against_the_baselines(episodes):
     summary = json.loads((episodes / "metrics.json").read_text())
     for m in summary["rounds"]:

@@ -12,6 +12,8 @@ import pytest
 
 from conftest import ROOT, run, tiny_config, write_config
 
+pytestmark = pytest.mark.slow  # a real Slurm cluster runs the DAG
+
 # The test cluster has no GPU and little memory: the GPU rules' requests are lowered; every
 # other Slurm setting is the shipped profile's.
 CPU_CLUSTER = [
@@ -28,7 +30,6 @@ def _slurm_jobs(after: int) -> list[tuple[int, str, str]]:
     return sorted((int(i), comment, state) for i, comment, state in jobs if int(i) > after)
 
 
-@pytest.mark.slow
 def test_pipeline_runs_as_slurm_jobs_and_matches_a_local_run(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("installing and starting Slurm needs root")

@@ -23,6 +23,8 @@ import torch
 from conftest import ROOT, prompts_of, run, tiny_config, write_config
 from hitchhiker import config, generation, policy
 
+pytestmark = pytest.mark.slow  # vLLM's CPU engine runs the DAG
+
 # float32 on both sides; vLLM's CPU kernels (attention, fused norms) sum in another order than
 # transformers' eager ones: a token's logprob moved by 7e-5 nats at most when this was written
 LOGPROB_ATOL = 1e-3

@@ -124,7 +124,7 @@ def _check_rules(cfg: dict, environment: bool = True) -> None:
         from hitchhiker import environments  # here: the environments import this module
 
         env = environments.get(cfg["environment"])
-        if cfg.get("train", {}).get("objective") == "full_information" and not hasattr(env, "action_rewards"):
+        if cfg.get("train", {}).get("objective") == "full_information" and not env.prices_actions():
             raise HitchhikerError(
                 f"config key train.objective = full_information: the {cfg['environment']} environment does not price "
                 "every action of a state (no action_rewards: its later turns depend on earlier actions)"

@@ -1,6 +1,6 @@
 """The market environments: decisions on a universe of tickers, paid by their realised returns.
 
-``Market(name, closes)`` implements the protocol (environments/__init__.py) from modules
+``Market(name, closes)`` implements the Environment class (environments/base.py) from modules
 that each hold one job: states.py (states and outcomes from a close table), prompts.py (the
 text), answers.py (the grammar and the dollar reward), audit.py (the leakage audit),
 baselines.py (simple rules on the same states), hallucination.py (claims a completion
@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from hitchhiker import metrics
 from hitchhiker.cli import HitchhikerError
 from hitchhiker.environments import answers, audit, baselines, hallucination, prompts, states
+from hitchhiker.environments.base import Environment
 
 FORMAT_SIZES = {"elementwise": 1, "pairwise": 2, "listwise": 4}  # the tiny model's practice prompts
 
@@ -64,8 +65,8 @@ def real_closes(prices: pd.DataFrame, cfg: dict) -> pd.DataFrame:
     return states.wide(prices, cfg)
 
 
-class Market:
-    """The protocol for decisions among k tickers; see environments/__init__.py for each method."""
+class Market(Environment):
+    """Decisions among k tickers, paid by their returns; environments/base.py documents each method."""
 
     def __init__(self, name: str, closes: Callable[[pd.DataFrame, dict], pd.DataFrame] = real_closes):
         self.name = name
@@ -85,9 +86,6 @@ class Market:
                 f"config key states.list_size = {st['list_size']}: more than the "
                 f"{len(data['tickers'])} tickers in data.tickers"
             )
-
-    def next_turn(self, state, answers: list[str], reward_cfg: dict) -> None:
-        return None  # one decision per state
 
     def check_data(self, prices: pd.DataFrame, cfg: dict) -> None:
         states.check_features(prices, cfg)

@@ -35,9 +35,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from hitchhiker import config, frequency, metrics
+from hitchhiker import frequency, metrics
 from hitchhiker.cli import HitchhikerError
 from hitchhiker.environments import answers, audit, hallucination, market, prompts, states
+from hitchhiker.environments.base import Environment
 
 QUESTION = (
     "Turn {turn} of {turns}. Allocate the portfolio among {labels} for the next {step}: answer first with "
@@ -146,8 +147,8 @@ def first_prompts(names: np.ndarray, shown: dict[str, np.ndarray], turns: int, s
     )  # fmt: skip
 
 
-class Sequential:
-    """The protocol (environments/__init__.py) for K-turn portfolio episodes."""
+class Sequential(Environment):
+    """K-turn portfolio episodes; environments/base.py documents each method."""
 
     name = "sequential"
 
@@ -185,27 +186,18 @@ class Sequential:
         wide, volume = self._tables(prices, cfg)
         dates, closes = wide.index, wide.to_numpy()
         freq = frequency.detect(dates)
-        rng = np.random.default_rng(cfg.get("seed", 0))
         out_states, out_outcomes = [], []
-        for split, idx in states.split_indices(dates, st).items():
-            for fmt in st["formats"]:
-                k = config.set_size(fmt, st)
-                pos, sets = states._draw_sets(rng, len(idx), closes.shape[1], k, st["per_date"])
-                cap = st[split]["max_states"]
-                if cap is not None and len(pos) > cap:
-                    keep = np.sort(rng.permutation(len(pos))[:cap])
-                    pos, sets = pos[keep], sets[keep]
-                order = np.take_along_axis(sets, np.argsort(rng.random(sets.shape), axis=1), axis=1)
-                s, o = self._build(fmt, idx[pos], order, closes, volume, dates, wide.columns, st, freq)
-                if not np.asarray(fits(pa.array(s["prompt"]), st["max_prompt_tokens"]), dtype=bool).all():
-                    raise HitchhikerError(
-                        f"config key states.max_prompt_tokens = {st['max_prompt_tokens']}: a first turn with "
-                        f"states.window = {st['window']} does not fit (episodes do not trim their history)"
-                    )
-                s.insert(1, "split", split)
-                o.insert(1, "split", split)
-                out_states.append(s)
-                out_outcomes.append(o)
+        for split, fmt, days, order in states.draws(dates, closes.shape[1], st, cfg.get("seed", 0)):
+            s, o = self._build(fmt, days, order, closes, volume, dates, wide.columns, st, freq)
+            if not np.asarray(fits(pa.array(s["prompt"]), st["max_prompt_tokens"]), dtype=bool).all():
+                raise HitchhikerError(
+                    f"config key states.max_prompt_tokens = {st['max_prompt_tokens']}: a first turn with "
+                    f"states.window = {st['window']} does not fit (episodes do not trim their history)"
+                )
+            s.insert(1, "split", split)
+            o.insert(1, "split", split)
+            out_states.append(s)
+            out_outcomes.append(o)
         return pd.concat(out_states, ignore_index=True), pd.concat(out_outcomes, ignore_index=True)
 
     @staticmethod
@@ -235,7 +227,7 @@ class Sequential:
         turns = st["turns"]
         shown, turn_days, history, turn_returns, period, total = self.episode_data(closes, volume, days, order, st)
         text = first_prompts(names, shown, turns, st["horizon"] // turns, freq)
-        ids = states._state_ids(fmt, dates[days], st["horizon"], names, text)
+        ids = states.state_ids(fmt, dates[days], st["horizon"], names, text)
         tickers = _list_column(names.astype(str), pa.string())
         state_frame = pd.DataFrame(
             {

@@ -50,6 +50,28 @@ def wide(prices: pd.DataFrame, cfg: dict, column: str = "close") -> pd.DataFrame
     return wide
 
 
+def draws(dates: pd.DatetimeIndex, n_tickers: int, st: dict, seed: int):
+    """Every decision a run's states are made of, in one seeded order: per split and format
+    (states.formats), (split, format, decision-day positions in ``dates``, ticker indices in
+    prompt order, one row per state). Up to states.per_date ticker sets a date, at most the
+    split's max_states in all. The market's states and the sequential environment's episodes
+    both draw here, so the same config gives the same decisions (and state ids) to both."""
+    rng = np.random.default_rng(seed)
+    for split, idx in split_indices(dates, st).items():
+        for fmt in st["formats"]:
+            k = config.set_size(fmt, st)
+            if k > n_tickers:
+                raise HitchhikerError(
+                    f"config key states.list_size = {k}: more than the {n_tickers} tickers in data.tickers"
+                )
+            pos, sets = _draw_sets(rng, len(idx), n_tickers, k, st["per_date"])
+            cap = st[split]["max_states"]
+            if cap is not None and len(pos) > cap:
+                keep = np.sort(rng.permutation(len(pos))[:cap])
+                pos, sets = pos[keep], sets[keep]
+            yield split, fmt, idx[pos], np.take_along_axis(sets, np.argsort(rng.random(sets.shape), axis=1), axis=1)
+
+
 def _draw_sets(rng, n_dates: int, n_tickers: int, k: int, per_date: int | None) -> tuple[np.ndarray, np.ndarray]:
     """Up to ``per_date`` distinct unordered k-sets of ticker indices per date, uniformly.
 
@@ -123,7 +145,7 @@ def _relative_volume(v: np.ndarray) -> np.ndarray:
     return np.divide(v, mean, out=np.ones_like(v, dtype=float), where=mean > 0)
 
 
-def _state_ids(fmt: str, dates: np.ndarray, horizon: int, names: np.ndarray, texts: pa.Array) -> np.ndarray:
+def state_ids(fmt: str, dates: np.ndarray, horizon: int, names: np.ndarray, texts: pa.Array) -> np.ndarray:
     """sha256(format, date, horizon, tickers, prompt)[:16], computed in DuckDB."""
     table = pa.table(
         {
@@ -232,26 +254,13 @@ def make_states(
     st = cfg["states"]
     dates, closes = wide_closes.index, wide_closes.to_numpy()
     freq = frequency.detect(dates)
-    rng = np.random.default_rng(cfg.get("seed", 0))
     states, outcomes = [], []
-    for split, idx in split_indices(dates, st).items():
-        for fmt in st["formats"]:
-            k = config.set_size(fmt, st)
-            if k > closes.shape[1]:
-                raise HitchhikerError(
-                    f"config key states.list_size = {k}: more than the {closes.shape[1]} tickers in data.tickers"
-                )
-            pos, sets = _draw_sets(rng, len(idx), closes.shape[1], k, st["per_date"])
-            cap = st[split]["max_states"]
-            if cap is not None and len(pos) > cap:
-                keep = np.sort(rng.permutation(len(pos))[:cap])
-                pos, sets = pos[keep], sets[keep]
-            order = np.take_along_axis(sets, np.argsort(rng.random(sets.shape), axis=1), axis=1)
-            s, o = _build(fmt, idx[pos], order, closes, volume, dates, wide_closes.columns, st, fits, news, freq)
-            s.insert(1, "split", split)
-            o.insert(1, "split", split)
-            states.append(s)
-            outcomes.append(o)
+    for split, fmt, days, order in draws(dates, closes.shape[1], st, cfg.get("seed", 0)):
+        s, o = _build(fmt, days, order, closes, volume, dates, wide_closes.columns, st, fits, news, freq)
+        s.insert(1, "split", split)
+        o.insert(1, "split", split)
+        states.append(s)
+        outcomes.append(o)
     return pd.concat(states, ignore_index=True), pd.concat(outcomes, ignore_index=True)
 
 
@@ -302,7 +311,7 @@ def _build(fmt, days, order, closes, volume, dates, columns, st, fits, news, fre
     # back into state order: the chunk holding state i at position j
     back = pa.array(np.argsort(np.concatenate(placed), kind="stable"))
     prompt_arr = pa.concat_arrays(parts).take(back)
-    ids = _state_ids(fmt, dates[days], h, names, prompt_arr)
+    ids = state_ids(fmt, dates[days], h, names, prompt_arr)
     k = names.shape[1]
     tickers = pd.Series(
         pa.FixedSizeListArray.from_arrays(pa.array(names.ravel().astype(str)), k).cast(pa.list_(pa.string())),

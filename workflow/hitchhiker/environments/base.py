@@ -1,0 +1,134 @@
+"""The base class of every environment: the methods the stages call, with defaults where
+one makes sense. A new environment subclasses it and writes three: make_states, audit and
+score; everything else has a default (one decision per state, no claims checked, no
+baselines, no action priced, no metrics of its own, a tokenizer corpus from its practice
+turns).
+
+Frames are pandas; a state is one row of the states table (state_id, split, format, date,
+horizon, tickers, prompt, plus what the environment adds), an outcome one row of the
+outcomes table (state_id, split, format, outcome_date, plus what the environment adds: the
+market's tickers and forward_returns). Example::
+
+    env = environments.get("market")
+    states, outcomes = env.make_states(prices, cfg, fits)
+    env.audit(prices, states, outcomes, cfg)                 # raises on leakage
+    scored = env.score(samples, states, outcomes, cfg["reward"])
+    table = env.baselines(states, outcomes, cfg["reward"])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hitchhiker.cli import HitchhikerError
+
+
+class Environment:
+    name: str = "environment"
+
+    # -- what every environment writes --------------------------------------------------
+
+    def make_states(
+        self, prices: pd.DataFrame, cfg: dict, fits, news: pd.DataFrame | None = None
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(states, outcomes) for every configured split from the data table (date, ticker,
+        close, ...). ``fits(texts, budget) -> bool array`` says whether each rendered user
+        message, chat-templated, has at most ``budget`` tokens; ``news`` is the headline
+        table (date, ticker, headline) or None. A prompt may show nothing dated after its
+        state's date; the outcome is what follows it. Deterministic given cfg["seed"]."""
+        raise NotImplementedError(f"the {self.name} environment has no make_states")
+
+    def audit(
+        self,
+        prices: pd.DataFrame,
+        states: pd.DataFrame,
+        outcomes: pd.DataFrame,
+        cfg: dict,
+        news: pd.DataFrame | None = None,
+    ) -> dict:
+        """Re-derive every state and outcome from the data up to its date; raise
+        HitchhikerError naming the first state that differs. Returns the report audit.json
+        holds: at least states_checked and frequency."""
+        raise NotImplementedError(f"the {self.name} environment has no audit")
+
+    def score(
+        self, samples: pd.DataFrame, states: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict
+    ) -> pd.DataFrame:
+        """Per sample row (state_id, completion, answers: the model's text per turn), indexed
+        like ``samples``: valid, invalid_reason, reward (the environment's dollar reward,
+        invalid answers at reward.invalid_penalty), unsupported_claims (the claims its text
+        makes that the state does not support, what the grounding penalty charges),
+        supported_claims (those it supports, what the supported-claim bonus pays), and the
+        environment's own columns (the market's: action, weights, ranking, correct,
+        preference, a count per kind of claim). ``correct`` (1, 0 or NaN), where given, is
+        reported as accuracy. Never raises on a completion."""
+        raise NotImplementedError(f"the {self.name} environment has no score")
+
+    # -- defaults ------------------------------------------------------------------------
+
+    def check_config(self, cfg: dict) -> None:
+        """Raise HitchhikerError (one line naming the key) for a config this environment
+        cannot run; ``cfg`` may hold only the sections a stage reads. Called by
+        config.validate. Default: every config the schema accepts."""
+
+    def check_data(self, prices: pd.DataFrame, cfg: dict) -> None:
+        """Raise HitchhikerError (one line) if the cleaned data table cannot make the
+        configured states, e.g. a split with no decision date; called before any job runs.
+        Default: no check beyond the schema's."""
+
+    def next_turn(self, state, answers: list[str], reward_cfg: dict) -> str | None:
+        """The environment's next user message after the model's ``answers`` so far in the
+        episode of ``state``, or None when the episode is over. Default: one decision."""
+        return None
+
+    def action_rewards(self, outcomes: pd.DataFrame, reward_cfg: dict) -> pd.DataFrame:
+        """Where the environment prices every action of a state (a market knows each ticker's
+        forward return): one row per (state_id, action) with the action's answer text, its
+        weights and the reward score would pay that answer; what train.objective
+        full_information trains on. Default: none (a multi-turn environment, whose later
+        turns depend on earlier actions, cannot price them)."""
+        raise HitchhikerError(f"the {self.name} environment does not price every action of a state")
+
+    def prices_actions(self) -> bool:
+        """Whether this environment overrides action_rewards."""
+        return type(self).action_rewards is not Environment.action_rewards
+
+    def answer_metrics(self, scored: pd.DataFrame, block: int, seed: int) -> dict:
+        """The environment's own metrics of one policy's scored answers in one decoding mode
+        (with the states' and outcomes' columns joined), for metrics.json: each a mean with a
+        block-bootstrap 95% interval over dates (blocks of ``block`` dates). Default: none."""
+        return {}
+
+    def claim_rates(self, scored: pd.DataFrame) -> pd.DataFrame:
+        """Per scored answer: any_rate and one 0/1 column per claim kind (1 where the answer
+        has one), unsupported_per_answer, and any measure that tells a fall in them from writing
+        less (the market's: stating_figures_rate, supported_per_answer, completion_chars);
+        evaluate and summarize report their means. Default: unsupported_claims as scored."""
+        claims = scored["unsupported_claims"].astype(float)
+        return pd.DataFrame({"any_rate": (claims > 0).astype(float), "unsupported_per_answer": claims})
+
+    def baselines(self, states: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict) -> pd.DataFrame:
+        """Simple rules on the same states, rewarded as the policy: one row per (baseline,
+        state) with baseline, state_id, date, reward. Default: none."""
+        return pd.DataFrame(columns=["baseline", "state_id", "date", "reward"])
+
+    def practice_turn(self, tickers: list[str], rng: np.random.Generator, i: int) -> tuple[str, list[str]]:
+        """The i-th practice prompt on random data, drawn from ``rng``, and every valid first
+        word of an answer to it (the tiny model's format warm-up, model.tiny.format_warmup_steps)."""
+        raise HitchhikerError(
+            f"config key model.tiny.format_warmup_steps: the {self.name} environment has no practice turns"
+        )
+
+    def corpus(self, tickers: list[str], seed: int) -> list[str]:
+        """Texts (prompts and answers) to train the tiny model's tokenizer on. Default: 200
+        practice turns and their answers, or, without practice turns, no text (the
+        tokenizer keeps its alphabet of printable characters)."""
+        if type(self).practice_turn is Environment.practice_turn:
+            return []
+        rng = np.random.default_rng(seed)
+        texts = []
+        for i in range(200):
+            prompt, words = self.practice_turn(tickers, rng, i)
+            texts += [prompt, *(f"{w} because" for w in words)]
+        return texts
