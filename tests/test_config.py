@@ -51,6 +51,10 @@ def test_the_default_config_sets_only_what_it_changes():
     [
         (lambda c: c["rollout"].update(tempreature=0.5), "unknown config key rollout.tempreature"),
         (lambda c: c.update(rouns=2), "unknown config key rouns"),
+        (
+            lambda c: c.setdefault("reward", {}).update(unsupported_claim_penalty=0.01),
+            "config key reward.unsupported_claim_penalty is now grounding.unsupported_claim_penalty",
+        ),
         (lambda c: c["rollout"].update(samples_per_state="4"), "rollout.samples_per_state"),
         (lambda c: c["rollout"].update(samples_per_state=1), "rollout.samples_per_state"),
         (lambda c: c["states"].update(horizon=0), "states.horizon"),

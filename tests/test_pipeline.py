@@ -149,7 +149,7 @@ def test_the_grounding_reward_charges_each_unsupported_claim_and_pays_each_suppo
         "A: " + " ".join(f"{v:+.2f}" for v in recited) + " so",  # two figures its prompt shows: paid twice
     ]
     rollouts.to_parquet(tmp_path / "round_1.parquet")
-    cfg = {**CFG, "reward": {**REWARD, "unsupported_claim_penalty": 0.01, "supported_claim_bonus": 0.002}}
+    cfg = {**CFG, "grounding": {"unsupported_claim_penalty": 0.01, "supported_claim_bonus": 0.002}}
     out = tmp_path / "buffer.duckdb"
     stage(
         "score", "--config", write_config(tmp_path / "c.yaml", cfg), "--round", "1",
@@ -231,6 +231,21 @@ def test_nothing_left_to_do_and_a_rollout_change_reruns_only_what_follows(pipeli
     rules = {line.split()[0] for line in out.splitlines() if line.strip() and line.split()[-1].isdigit()}
     assert {"rollout", "score", "grpo_train", "evaluate", "summarize"} <= rules
     assert not rules & {"fetch_prices", "base_model", "build_states"}
+
+
+def test_a_grounding_change_reruns_score_onward_and_not_the_first_rollout(pipeline):
+    # only score reads the grounding section: round 1's rollout and the base policy's
+    # evaluation stand; round 2's rollout samples from a policy trained on the new scores
+    d, _ = pipeline
+    changed = tiny_config(rounds=2, grounding={"unsupported_claim_penalty": 0.01})
+    write_config(d / "config.yaml", changed)
+    try:
+        out = snakemake(d, "-n", "--quiet", "rules").stdout
+    finally:
+        write_config(d / "config.yaml", CFG)
+    counts = [line.split() for line in out.splitlines() if line.strip() and line.split()[-1].isdigit()]
+    jobs = {words[0]: int(words[-1]) for words in counts if words[0] != "total"}
+    assert jobs == {"score": 2, "grpo_train": 2, "rollout": 1, "evaluate": 2, "summarize": 1, "all": 1}
 
 
 STAGES = {

@@ -46,12 +46,20 @@ def _with_defaults(cls):
 _Validator = _with_defaults(jsonschema.Draft202012Validator)
 
 
+MOVED = {  # keys a config may still spell as they were
+    "reward.unsupported_claim_penalty": "grounding.unsupported_claim_penalty",
+}
+
+
 def _describe(err: jsonschema.ValidationError) -> str:
     where = ".".join(str(p) for p in err.absolute_path)
     if err.validator == "additionalProperties":
         known = sorted(err.schema.get("properties", {}))
         extra = sorted(set(err.instance) - set(known))
         keys = ", ".join(f"{where}.{k}" if where else k for k in extra)
+        moved = [MOVED[f"{where}.{k}"] for k in extra if f"{where}.{k}" in MOVED]
+        if moved:
+            return f"config key {keys} is now {', '.join(moved)}"
         return f"unknown config key {keys} (known here: {', '.join(known)})"
     if err.validator == "required":
         return f"{where or 'config'}: {err.message}"

@@ -3,9 +3,10 @@ its rationale makes that the state does not support); the round goes into the re
 (hitchhiker/buffer.py).
 
 The stored reward, what GRPO trains on, is the environment's reward (``market_reward``) less
-reward.unsupported_claim_penalty for each unsupported claim, plus, for a valid answer,
-reward.supported_claim_bonus for each claim its state supports (counted always, charged and
-paid only where set): the grounding reward.
+grounding.unsupported_claim_penalty for each unsupported claim, plus, for a valid answer,
+grounding.supported_claim_bonus for each claim its state supports (counted always, charged
+and paid only where set): the grounding reward. score is the one stage that reads the
+grounding section.
 
 Usage:
   python -m hitchhiker.score --config config.yaml --round 1 \\
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from hitchhiker import artifacts, buffer, cli, config, environments
 
-SECTIONS = ["run", "environment", "reward"]
+SECTIONS = ["run", "environment", "reward", "grounding"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     env = environments.get(cfg["environment"])
     scored = env.score(keys, states.to_pandas(), outcomes, cfg["reward"])
     scores = keys.drop(columns=["completion", "answers"]).join(scored.rename(columns={"reward": "market_reward"}))
-    penalty, bonus = cfg["reward"]["unsupported_claim_penalty"], cfg["reward"]["supported_claim_bonus"]
+    penalty, bonus = cfg["grounding"]["unsupported_claim_penalty"], cfg["grounding"]["supported_claim_bonus"]
     scores["reward"] = (
         scores["market_reward"]
         - penalty * scores["unsupported_claims"]

@@ -35,9 +35,9 @@ unknown ticker
     not one of the state's tickers and not a common abbreviation (COMMON below). Counted
     once per distinct word.
 
-:func:`count` is their sum, what reward.unsupported_claim_penalty charges per claim in
+:func:`count` is their sum, what grounding.unsupported_claim_penalty charges per claim in
 score; a percent claim or a checked figure that no rule faults is supported, what
-reward.supported_claim_bonus pays for (a valid answer's), so that the reward does not
+grounding.supported_claim_bonus pays for (a valid answer's), so that the reward does not
 favour an answer that states nothing. These measure what the model says about the data, not whether its decision was
 right: text with no numbers, names or dates has none.
 """
@@ -107,7 +107,7 @@ COMMON = frozenset(
 class Claims(NamedTuple):
     """Claims of one completion: percent claims and figures made, and unsupported claims of
     each kind. A percent claim or a figure that is not unsupported is supported (what
-    reward.supported_claim_bonus pays for)."""
+    grounding.supported_claim_bonus pays for)."""
 
     claims: int
     figures: int
