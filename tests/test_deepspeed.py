@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import ROOT, prompts_of, rollout_round1, stage, tiny_config, write_config
+from conftest import ROOT, prompts_of, rollout_round1, run, stage, tiny_config, write_config
 from hitchhiker import policy
 
 pytestmark = pytest.mark.slow  # DeepSpeed ZeRO-2/3 training runs
@@ -61,3 +61,24 @@ def test_grpo_train_under_deepspeed_matches_the_run_without_it(replay, base_run,
     with torch.no_grad():
         logits = [policy.load(replay / p, model_cfg, "cpu")[0](ids).logits for p in ("ddp", name)]
     torch.testing.assert_close(logits[1], logits[0], rtol=0, atol=1e-4)
+
+
+def test_the_default_config_trains_under_zero3_on_the_cpu(tmp_path):
+    # the default run (SmolLM2 in bf16, LoRA) as a user overlays it: DeepSpeed on the CPU
+    # trains in float32 (transformers takes bf16 on a CPU only outside DeepSpeed) and says so
+    overlay = {
+        "run": "zero3",
+        "rounds": 1,
+        "data": {"cache_dir": str(ROOT / "data" / "cache")},
+        "rollout": {"states_per_round": 2},
+        "train": {"accelerate_config": str(ROOT / "configs" / "accelerate" / "zero3.yaml"), "num_processes": 2,
+                  "per_device_batch_size": 4},
+    }  # fmt: skip
+    write_config(tmp_path / "overlay.yaml", overlay)
+    run("snakemake", "-s", ROOT / "Snakefile", "--cores", "2", "results/zero3/policy/round_1",
+        "--configfile", ROOT / "config.yaml", tmp_path / "overlay.yaml", cwd=tmp_path)  # fmt: skip
+    log = (tmp_path / "results" / "zero3" / "logs" / "grpo_train_round_1.log").read_text()
+    assert "DeepSpeed on the CPU trains in float32 (model.dtype bfloat16)" in log
+    assert "on 2 process(es), DEEPSPEED ZeRO-3" in log, log[-2000:]
+    spec = policy.read_spec(tmp_path / "results" / "zero3" / "policy" / "round_1")
+    assert spec["round"] == 1 and spec["adapter"] == "adapter"

@@ -135,6 +135,7 @@ def _vllm_rollout(base_run, tmp_path, name, policy_dir=None, **rollout):
     return pd.read_parquet(out)
 
 
+@pytest.mark.slow
 def test_vllm_engines_split_the_states_and_sample_the_same_as_one_engine(base_run, tmp_path, fake_vllm, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
     two = _vllm_rollout(base_run, tmp_path, "two", tensor_parallel_size=2)
@@ -151,6 +152,7 @@ def test_vllm_engines_split_the_states_and_sample_the_same_as_one_engine(base_ru
     assert two.temperature.between(0.6, 0.8).all()
 
 
+@pytest.mark.slow
 def test_vllm_rolls_out_a_lora_policy_as_its_adapter_on_the_base_weights(base_run, tmp_path, fake_vllm, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     trained = tmp_path / "round_1"  # a policy as grpo_train writes it with LoRA on (adapter/ + merged model/)
@@ -168,6 +170,7 @@ def test_vllm_rolls_out_a_lora_policy_as_its_adapter_on_the_base_weights(base_ru
     assert engine["model"] == str(trained / "model") and not engine["enable_lora"] and gen["lora"] is None
 
 
+@pytest.mark.slow
 def test_vllm_with_fewer_gpus_than_one_engine_needs_is_a_clear_error(base_run, tmp_path, fake_vllm, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     cfg = write_config(tmp_path / "c.yaml", tiny_config(rollout={"backend": "vllm", "tensor_parallel_size": 2}))
@@ -177,6 +180,7 @@ def test_vllm_with_fewer_gpus_than_one_engine_needs_is_a_clear_error(base_run, t
     assert not (tmp_path / "r.parquet").exists() and not fake_vllm()
 
 
+@pytest.mark.slow
 def test_vllm_evaluate_samples_greedy_and_sampled_from_one_engine(base_run, tmp_path, fake_vllm, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     cfg = write_config(tmp_path / "c.yaml", tiny_config(rollout={"backend": "vllm"}))

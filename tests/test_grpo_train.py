@@ -94,6 +94,7 @@ def _round1_buffer(cfg, base_run, tmp_path):
     return buffer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lora", [True, False])
 def test_grpo_train_cli_updates_the_policy(base_run, tmp_path, lora):
     cfg = write_config(
@@ -142,6 +143,7 @@ def test_grpo_train_cli_updates_the_policy(base_run, tmp_path, lora):
         assert policy.lora_adapter(out) is None
 
 
+@pytest.mark.slow
 def test_two_cpu_processes_train_on_the_same_data_as_one(base_run, tmp_path):
     train = {**tiny_config()["train"], "lora": {"enabled": False}}
     one = write_config(tmp_path / "one.yaml", tiny_config(train={**train, "per_device_batch_size": 16}))
@@ -166,6 +168,7 @@ def test_two_cpu_processes_train_on_the_same_data_as_one(base_run, tmp_path):
         torch.testing.assert_close(weights[0][k], weights[1][k], rtol=0, atol=5e-3)
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_from_its_last_checkpoint_and_ends_with_the_same_weights(base_run, tmp_path):
     train = {**tiny_config()["train"], "lora": {"enabled": False}, "epochs": 2, "save_steps": 1}
     cfg = write_config(tmp_path / "c.yaml", tiny_config(train=train))
@@ -192,6 +195,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint_and_ends_with_the_same_we
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_checkpoints_of_other_inputs_are_not_resumed(base_run, tmp_path):
     train = {**tiny_config()["train"], "lora": {"enabled": False}, "save_steps": 1}
     cfg = write_config(tmp_path / "c.yaml", tiny_config(train=train))
@@ -210,6 +214,7 @@ def _train(cfg, buffer, base_run, out):
     return load_file(out / "model" / "model.safetensors"), pd.read_csv(out / "train_log.csv")
 
 
+@pytest.mark.slow
 def test_importance_sampling_reweights_stale_samples_as_it_should(base_run, tmp_path):
     # sampled at exactly the training temperature, so the stored logprobs are on-policy
     train = {**tiny_config()["train"], "lora": {"enabled": False}}
@@ -253,6 +258,7 @@ def test_importance_sampling_reweights_stale_samples_as_it_should(base_run, tmp_
         torch.testing.assert_close(w_stale[k], w_doubled[k], rtol=0, atol=moved / 20)
 
 
+@pytest.mark.slow
 def test_the_replay_window_trains_on_the_last_rounds_even_when_a_state_repeats(base_run, tmp_path):
     train = {**tiny_config()["train"], "lora": {"enabled": False}, "replay_rounds": 2}
     cfg = write_config(tmp_path / "c.yaml", tiny_config(train=train))
@@ -279,6 +285,7 @@ def test_a_checkpoint_cut_short_by_a_kill_is_not_resumed(tmp_path):
     assert last_complete_checkpoint(tmp_path / "none") is None
 
 
+@pytest.mark.slow
 def test_environment_tokens_count_neither_in_the_loss_nor_in_the_correction(base_run, tmp_path):
     """A multi-turn trajectory's environment tokens (model_mask 0, TRL's env_mask): their stored
     logprobs change nothing, while the same logprobs on the model's tokens change the update."""

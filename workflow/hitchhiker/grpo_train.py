@@ -148,8 +148,16 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from peft import LoraConfig
 
+    deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true"  # set by accelerate launch
+    # DeepSpeed on a CPU trains in float32: transformers allows bf16 on a CPU only under its
+    # use_cpu, which accelerate's DeepSpeed path cannot take (hitchhiker/launch.py); rollout
+    # and evaluate keep model.dtype
+    cpu_deepspeed = deepspeed and not torch.cuda.is_available()
+    train_dtype = "float32" if cpu_deepspeed else cfg["model"]["dtype"]
+    if train_dtype != cfg["model"]["dtype"] and int(os.environ.get("RANK", "0")) == 0:
+        print(f"grpo_train: DeepSpeed on the CPU trains in float32 (model.dtype {cfg['model']['dtype']})", flush=True)
     tok = policy.load_tokenizer(args.policy, cfg["model"])
-    model = policy.load_model(args.policy, cfg["model"])
+    model = policy.load_model(args.policy, {**cfg["model"], "dtype": train_dtype})
     lora = tr["lora"]
     peft_config = (
         LoraConfig(
@@ -182,7 +190,6 @@ def main(argv: list[str] | None = None) -> None:
     # transformers' TensorBoard callback reads its directory from this variable only; inside
     # the trainer's directory, a resumed run appends to the same logs.
     os.environ["TENSORBOARD_LOGGING_DIR"] = str(work / "tensorboard")
-    deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true"  # set by accelerate launch
     common = dict(  # the TrainingArguments every objective shares
         output_dir=str(work),
         per_device_train_batch_size=tr["per_device_batch_size"],
@@ -200,8 +207,8 @@ def main(argv: list[str] | None = None) -> None:
         # accelerator (DS_ACCELERATOR=cpu), and accelerate needs the gloo backend named, or it
         # takes the job for a single process
         use_cpu=not torch.cuda.is_available() and not deepspeed,
-        ddp_backend="gloo" if deepspeed and not torch.cuda.is_available() else None,
-        bf16=cfg["model"]["dtype"] == "bfloat16",
+        ddp_backend="gloo" if cpu_deepspeed else None,
+        bf16=train_dtype == "bfloat16",
         disable_tqdm=False,
     )
     priced = None
@@ -243,6 +250,11 @@ def main(argv: list[str] | None = None) -> None:
     trainer.save_model(str(work / "final"))
 
     if trainer.accelerator.is_main_process:
+        if deepspeed:  # training is over: under ZeRO-3, from_pretrained (the merge's) would
+            # partition the weights with zero.Init and wait for ranks that are not loading
+            from transformers.integrations.deepspeed import unset_hf_deepspeed_config
+
+            unset_hf_deepspeed_config()
         with artifacts.atomic_path(out, is_dir=True) as tmp:
             if peft_config is not None:
                 shutil.copytree(work / "final", tmp / "adapter")
