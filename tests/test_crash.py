@@ -22,12 +22,15 @@ def _snakemake_cmd(d):
 def _kill_while_writing(d, stage, whole_run, temporaries):
     """Start the pipeline and SIGKILL the ``stage`` job (or the whole run) once one of its
     outputs' atomic temporaries exists (glob ``temporaries`` under ``d``): part-way through
-    writing it, the moment a crash could leave half an artifact. Returns the output whose
-    temporary was seen. (Killed at a fixed delay after start, a stage dies while importing
-    torch, where there is nothing half-written to find.)"""
+    writing it, the moment a crash could leave half an artifact. The writer holds that
+    temporary (HITCHHIKER_HOLD_WRITING, hitchhiker/artifacts.py), which a tiny run's writes
+    keep for milliseconds. Returns the output whose temporary was seen. (Killed at a fixed
+    delay after start, a stage dies while importing torch, with nothing half-written.)"""
+    name = temporaries.rsplit("/", 1)[-1][1:].removesuffix(".*")
     proc = subprocess.Popen(
-        _snakemake_cmd(d), cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
+        _snakemake_cmd(d), cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env={**os.environ, "HITCHHIKER_HOLD_WRITING": name},
+    )  # fmt: skip
     deadline = time.time() + 300
     victim, seen = None, []
     while not (victim and seen):
@@ -41,7 +44,7 @@ def _kill_while_writing(d, stage, whole_run, temporaries):
                 except psutil.NoSuchProcess:
                     continue
         seen = list(d.glob(temporaries)) if victim else []
-        time.sleep(0.001)  # score's temporary lives about 50 ms
+        time.sleep(0.05)
     output = seen[0].parent / seen[0].name[1 : seen[0].name.rindex(".")]  # atomic_path's ".<name>.<random>"
     if whole_run:  # a preempted node: Snakemake and every job die at once
         os.killpg(proc.pid, signal.SIGKILL)

@@ -12,6 +12,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,6 +48,8 @@ def atomic_path(path: str | Path, is_dir: bool = False) -> Iterator[Path]:
         shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     target = tmp if is_dir else tmp / path.name
+    if os.environ.get("HITCHHIKER_HOLD_WRITING") == path.name:  # fault injection (tests/test_crash.py):
+        time.sleep(120)  # hold the temporary, so that a kill lands mid-write however fast the write
     try:
         yield target
         if path.is_dir() and not path.is_symlink():
