@@ -145,3 +145,12 @@ def test_each_shipped_overlay_validates_over_the_default_config(overlay):
         cfg[key] = {**cfg[key], **value} if isinstance(value, dict) and isinstance(cfg.get(key), dict) else value
     config.validate(cfg)  # Snakemake merges --configfile overlays the same way, key by key
     assert cfg["run"] == overlay.removesuffix(".yaml")
+
+
+def test_a_value_given_as_text_gets_the_hint_of_where_it_came_from(monkeypatch):
+    cfg = tiny_config(states={**tiny_config()["states"], "window": "5"})
+    with pytest.raises(HitchhikerError, match=r"states\.window = \"5\": .* \(quoted in YAML, a value is text\)$"):
+        config.validate(copy.deepcopy(cfg))
+    monkeypatch.setattr("sys.argv", ["/venv/bin/snakemake", "--config", "states={window: 5}"])
+    with pytest.raises(HitchhikerError, match="snakemake --config reads a nested value as text"):
+        config.validate(copy.deepcopy(cfg))

@@ -11,6 +11,7 @@ import datetime as dt
 import functools
 import itertools
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,11 @@ MOVED = {  # keys a config may still spell as they were
 }
 
 
+def _snakemake_given_config() -> bool:
+    """Whether this process is Snakemake run with --config key=value pairs (read as text)."""
+    return Path(sys.argv[0]).name == "snakemake" and any(a in ("--config", "-C") for a in sys.argv)
+
+
 def _describe(err: jsonschema.ValidationError) -> str:
     where = ".".join(str(p) for p in err.absolute_path)
     if err.validator == "additionalProperties":
@@ -66,10 +72,12 @@ def _describe(err: jsonschema.ValidationError) -> str:
     if err.validator == "pattern" and "x-form" in err.schema:  # a sentence instead of the regular expression
         return f"config key {where} = {json.dumps(err.instance)}: not {err.schema['x-form']}"
     if err.validator == "type" and isinstance(err.instance, str) and "." in where:
-        return (
-            f"config key {where} = {json.dumps(err.instance)}: {err.message}; snakemake --config reads a nested "
-            f"value as text: put nested keys in a YAML file and pass it with --configfile (README: Rerun one stage)"
-        )
+        if _snakemake_given_config():
+            return (
+                f"config key {where} = {json.dumps(err.instance)}: {err.message}; snakemake --config reads a nested "
+                f"value as text: put nested keys in a YAML file and pass it with --configfile (README: Rerun one stage)"
+            )
+        return f"config key {where} = {json.dumps(err.instance)}: {err.message} (quoted in YAML, a value is text)"
     value = json.dumps(err.instance, default=str)
     if len(value) > 60:
         value = value[:57] + "..."
