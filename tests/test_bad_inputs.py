@@ -3,6 +3,7 @@ traceback, and nothing written."""
 
 import shutil
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -233,3 +234,16 @@ def test_the_vllm_backend_without_vllm_is_refused_before_any_job_unless_conda_br
     with pytest.raises(HitchhikerError, match=r"config key rollout\.backend = vllm, but vLLM is not installed"):
         preflight.run(cfg, conda=False)
     preflight.run(cfg, conda=True)  # each rule's conda environment brings its own
+
+
+def test_a_split_that_runs_past_the_data_is_said_to_be_cut(tmp_path, base_run):
+    st = tiny_config()["states"]
+    cfg = write_config(tmp_path / "c.yaml", tiny_config(states={**st, "test": {**st["test"], "end": "2030-12-31"}}))
+    proc = stage("build_states", "--config", cfg, "--prices", base_run / "prices.parquet", "--policy",
+                 base_run / "policy" / "round_0", "--states", tmp_path / "s.parquet",
+                 "--outcomes", tmp_path / "o.parquet")  # fmt: skip
+    last = pd.read_parquet(tmp_path / "s.parquet").query("split == 'test'").date.max().date()
+    end = pd.read_parquet(base_run / "prices.parquet").date.max().date()
+    assert f"states.test.end = 2030-12-31 is after the data's last date {end}" in proc.stdout
+    assert f"the split's last decision date is {last}" in proc.stdout
+    assert "states.train" not in proc.stdout.split("->")[-1]  # the split inside the data: no line

@@ -14,6 +14,7 @@ Usage:
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -84,6 +85,24 @@ def main(argv: list[str] | None = None) -> None:
     artifacts.write_parquet(states, args.states)
     counts = states.groupby(["split", "format"]).size().to_dict()
     print(f"build_states: {len(states)} states {counts} -> {args.states}")
+    for note in beyond_the_data(cfg["states"], prices["date"], states):
+        print(f"build_states: {note}")
+
+
+def beyond_the_data(st: dict, dates: pd.Series, states: pd.DataFrame) -> list[str]:
+    """A line for each split whose configured dates run past the data's: it is cut to the
+    data, which a reader of the config would not guess."""
+    first, last = pd.Timestamp(dates.min()), pd.Timestamp(dates.max())
+    notes = []
+    for split, days in states.groupby("split")["date"]:
+        lo, hi = pd.Timestamp(st[split]["start"]), pd.Timestamp(st[split]["end"])
+        if hi > last:
+            notes.append(f"states.{split}.end = {hi.date()} is after the data's last date {last.date()}: "
+                         f"the split's last decision date is {pd.Timestamp(days.max()).date()}")  # fmt: skip
+        if lo < first:
+            notes.append(f"states.{split}.start = {lo.date()} is before the data's first date {first.date()}: "
+                         f"the split's first decision date is {pd.Timestamp(days.min()).date()}")  # fmt: skip
+    return notes
 
 
 if __name__ == "__main__":
