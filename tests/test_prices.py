@@ -96,7 +96,11 @@ def test_listings_and_delistings_are_trimmed_dropped_or_refused():
     df = pd.concat([df, pd.DataFrame({"date": DAYS[2:6], "ticker": "KO", "close": 40.0})])  # listed late, delisted
     out, notes = fetch_prices.clean(df.reset_index(drop=True), {**_policy(), "ragged": "trim"}, need=2)
     assert out.date.min() == DAYS[2] and out.date.max() == DAYS[5] and set(out.ticker) == {"AAPL", "MSFT", "KO"}
-    assert "KO starts 2016-01-06" in notes[-1] and "a listing" in notes[-1]
+    assert "KO starts 2016-01-06, after the others' 2016-01-04" in notes[-1]
+    assert (
+        "dropping KO instead would leave fewer than the 3 tickers"
+        in fetch_prices.clean(df.reset_index(drop=True), {**_policy(), "ragged": "trim"}, need=3)[1][-1]
+    )
     out, _ = fetch_prices.clean(df.reset_index(drop=True), {**_policy(), "ragged": "drop"}, need=2)
     assert set(out.ticker) == {"AAPL", "MSFT"} and len(out) == 16
     with pytest.raises(HitchhikerError, match="fewer than the 3 tickers"):
@@ -104,7 +108,7 @@ def test_listings_and_delistings_are_trimmed_dropped_or_refused():
     with pytest.raises(HitchhikerError, match="ragged history: KO starts 2016-01-06"):
         fetch_prices.clean(df.reset_index(drop=True), {**_policy(), "ragged": "error"}, need=2)
     delisted = _without(_table(), "MSFT", DAYS[6:])
-    with pytest.raises(HitchhikerError, match="MSFT ends 2016-01-11, before 2016-01-13 \\(a delisting\\)"):
+    with pytest.raises(HitchhikerError, match="MSFT ends 2016-01-11, before the others' 2016-01-13"):
         fetch_prices.clean(delisted.reset_index(drop=True), {**_policy(), "ragged": "error"}, need=2)
 
 

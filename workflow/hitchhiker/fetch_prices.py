@@ -334,10 +334,10 @@ def clean(prices: pd.DataFrame, faults: dict, need: int) -> tuple[pd.DataFrame, 
         raise cli.HitchhikerError(f"no prices for {', '.join(first[first.isna()].index)} in the fetched range")
     late, early = first[first > first.min()], last[last < last.max()]
     if len(late) or len(early):
-        t, what = (
-            (late.index[0], f"starts {late.iloc[0].date()}, after {first.min().date()} (a listing)")
+        t, what = (  # a listing or a delisting, or only a file that starts or stops at another date
+            (late.index[0], f"starts {late.iloc[0].date()}, after the others' {first.min().date()}")
             if len(late)
-            else (early.index[0], f"ends {early.iloc[0].date()}, before {last.max().date()} (a delisting)")
+            else (early.index[0], f"ends {early.iloc[0].date()}, before the others' {last.max().date()}")
         )
         if faults["ragged"] == "error":
             raise cli.HitchhikerError(f"ragged history: {t} {what} (data.faults.ragged = error)")
@@ -352,10 +352,15 @@ def clean(prices: pd.DataFrame, faults: dict, need: int) -> tuple[pd.DataFrame, 
         else:
             lost = (first.max() - first.min()) + (last.max() - last.min())
             wide = wide.loc[first.max() : last.min()]
+            gone = sorted(set(late.index) | set(early.index))
+            instead = (
+                f"data.faults.ragged = drop keeps it and drops {', '.join(gone)}"
+                if wide.shape[1] - len(gone) >= need
+                else f"dropping {', '.join(gone)} instead would leave fewer than the {need} tickers the formats need"
+            )
             notes.append(
                 f"ragged history ({t} {what}): every ticker trimmed to {first.max().date()} .. {last.min().date()}, "
-                f"{lost.days / 365.25:.1f} years of the others' history unused (data.faults.ragged = drop keeps "
-                f"it and drops {', '.join(sorted(set(late.index) | set(early.index)))})"
+                f"{lost.days / 365.25:.1f} years of the others' history unused ({instead})"
             )
     wide = wide.dropna(how="all")
     gaps = wide.isna()
