@@ -158,7 +158,7 @@ def test_the_grounding_reward_charges_each_unsupported_claim_and_pays_each_suppo
     )  # fmt: skip
     with duckdb.connect(str(out), read_only=True) as con:
         got = con.execute(
-            """SELECT r.completion, s.prompt, s.tickers, c.market_reward, c.unsupported_claims, c.supported_claims,
+            """SELECT r.completion, s.prompt, s.tickers, c.environment_reward, c.unsupported_claims, c.supported_claims,
                       c.valid, c.reward
                FROM scores c JOIN rollouts r USING (run, round, state_id, sample_idx)
                JOIN states s USING (run, state_id)
@@ -173,7 +173,7 @@ def test_the_grounding_reward_charges_each_unsupported_claim_and_pays_each_suppo
     recital = by_text.loc[rollouts.completion[4]]
     assert (recital.unsupported_claims, recital.supported_claims, recital.valid) == (0, 2, True)
     assert got.reward.to_numpy() == pytest.approx(
-        got.market_reward - 0.01 * got.unsupported_claims + 0.002 * got.supported_claims * got.valid
+        got.environment_reward - 0.01 * got.unsupported_claims + 0.002 * got.supported_claims * got.valid
     )
 
 

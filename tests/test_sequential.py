@@ -134,7 +134,7 @@ def test_the_buffer_holds_whole_trajectories(episodes):
         # four runs of the model's tokens, the environment's three turns between them
         assert np.count_nonzero(np.diff(mask) == -1) == 3 and mask[0] == 1 and mask[-1] == 1
         assert np.all(np.asarray(row.logprobs)[mask == 0] == 0)
-    assert {"episode_return", "turnover", "drawdown", "invalid_turns", "reward", "market_reward"} <= set(scores)
+    assert {"episode_return", "turnover", "drawdown", "invalid_turns", "reward", "environment_reward"} <= set(scores)
 
 
 @pytest.mark.slow

@@ -13,8 +13,8 @@ buffer is an immutable artifact (Snakemake's) and the file accumulates across ro
                                                 environment's turns) and answers (per turn)
   scores    [run, round, state_id, sample_idx]  what the environment's score gives (action,
                                                 valid, invalid_reason, claim counts, ...),
-                                                market_reward (its reward) and reward (less
-                                                the grounding penalty): what GRPO trains on
+                                                environment_reward (its reward) and reward (with
+                                                the grounding terms): what GRPO trains on
 score writes a round (:func:`write`); grpo_train reads it back (:func:`replay`, and for the
 full_information objective :func:`outcomes`).
 """

@@ -2,7 +2,7 @@
 its rationale makes that the state does not support); the round goes into the replay buffer
 (hitchhiker/buffer.py).
 
-The stored reward, what GRPO trains on, is the environment's reward (``market_reward``) less
+The stored reward, what GRPO trains on, is the environment's reward (``environment_reward``) less
 grounding.unsupported_claim_penalty for each unsupported claim, plus, for a valid answer,
 grounding.supported_claim_bonus for each claim its state supports (counted always, charged
 and paid only where set): the grounding reward. score is the one stage that reads the
@@ -55,10 +55,10 @@ def main(argv: list[str] | None = None) -> None:
         raise cli.HitchhikerError(f"{args.rollouts}: state {min(missing)} has no outcome in {args.outcomes}")
     env = environments.get(cfg["environment"])
     scored = env.score(keys, states.to_pandas(), outcomes, cfg["reward"])
-    scores = keys.drop(columns=["completion", "answers"]).join(scored.rename(columns={"reward": "market_reward"}))
+    scores = keys.drop(columns=["completion", "answers"]).join(scored.rename(columns={"reward": "environment_reward"}))
     penalty, bonus = cfg["grounding"]["unsupported_claim_penalty"], cfg["grounding"]["supported_claim_bonus"]
     scores["reward"] = (
-        scores["market_reward"]
+        scores["environment_reward"]
         - penalty * scores["unsupported_claims"]
         + bonus * scores["supported_claims"] * scores["valid"]
     )
