@@ -18,13 +18,30 @@ from hitchhiker.metrics import portfolio_returns, sharpe
 pytestmark = pytest.mark.slow  # the real Snakemake DAG, every stage
 
 CFG = tiny_config(rounds=2)
+SNAKEFILE = ROOT / "Snakefile"  # the module's copy of it, once the checkout fixture has made one
+
+
+@pytest.fixture(scope="module", autouse=True)
+def checkout(tmp_path_factory):
+    """A copy of the checkout's workflow that this module's runs use, so that the code-change
+    test edits the copy, never the files that other workers' runs are reading."""
+    global SNAKEFILE
+    d = tmp_path_factory.mktemp("checkout")
+    for name in ("Snakefile", "config.yaml"):
+        shutil.copy2(ROOT / name, d / name)
+    for name in ("workflow", "profiles", "envs"):
+        shutil.copytree(ROOT / name, d / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    (d / "data").symlink_to(ROOT / "data")
+    SNAKEFILE = d / "Snakefile"
+    yield d
+    SNAKEFILE = ROOT / "Snakefile"
 
 
 def snakemake(workdir, *args, check=True):
     return run(
         "snakemake",
         "-s",
-        ROOT / "Snakefile",
+        SNAKEFILE,
         "--configfile",
         workdir / "config.yaml",
         "--cores",
@@ -268,7 +285,7 @@ STAGES = {
 )
 def test_a_code_change_reruns_that_stage_and_what_follows(pipeline, module, rerun):
     d, _ = pipeline
-    src = ROOT / "workflow" / "hitchhiker" / f"{module}.py"
+    src = SNAKEFILE.parent / "workflow" / "hitchhiker" / f"{module}.py"  # the module's copy
     original = src.read_bytes()
     stat = src.stat()
     # an edit, not a touch: Snakemake skips inputs whose content it has seen before
