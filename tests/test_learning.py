@@ -32,7 +32,8 @@ def test_the_trained_policy_reads_the_planted_signal_on_held_out_dates(tmp_path)
     cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
     for key, value in yaml.safe_load((ROOT / "configs" / "synthetic.yaml").read_text()).items():
         cfg[key] = {**cfg[key], **value} if isinstance(value, dict) and isinstance(cfg.get(key), dict) else value
-    stage("summarize", "--config", json.dumps({k: cfg[k] for k in ("run", "seed", "environment", "states", "reward")}),
+    sections = ("run", "seed", "environment", "states", "reward")  # those summarize reads; the schema fills the rest
+    stage("summarize", "--config", json.dumps({k: cfg[k] for k in sections if k in cfg}),
           "--states", res / "states.parquet", "--outcomes", res / "outcomes.parquet",
           "--predictions", *(tmp_path / e for e in evals[::2]), "--metrics", *(tmp_path / e for e in evals[1::2]),
           "--out-json", tmp_path / "metrics.json", "--out-plot", tmp_path / "curve.png",
