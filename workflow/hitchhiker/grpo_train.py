@@ -275,6 +275,8 @@ def main(argv: list[str] | None = None) -> None:
             f"on {acc.num_processes} process(es), {how} -> {args.out}{cli.peak_gpu_memory()}"
         )
     trainer.accelerator.wait_for_everyone()
+    if torch.distributed.is_initialized():  # torn down before the interpreter: a rank that exits with
+        torch.distributed.destroy_process_group()  # gloo's threads still running aborts (seen under ZeRO-3)
 
 
 if __name__ == "__main__":
