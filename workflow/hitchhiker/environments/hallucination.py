@@ -146,13 +146,12 @@ def indicators(frame: pd.DataFrame) -> pd.DataFrame:
     (1.0 where the answer states any percent or figure), supported_per_answer (those the
     prompt supports) and completion_chars (the text's length). Their means are the rates
     evaluate reports and summarize pairs."""
-    counts = frame[list(KINDS)]
-    unsupported = counts.sum(axis=1)
-    out = pd.DataFrame({RATES[kind]: (counts[kind] > 0).astype(float) for kind in KINDS}, index=frame.index)
-    out.insert(0, "any_rate", (unsupported > 0).astype(float))
-    out["unsupported_per_answer"] = unsupported.astype(float)
+    totals = with_totals(frame)
+    out = pd.DataFrame({RATES[kind]: (frame[kind] > 0).astype(float) for kind in KINDS}, index=frame.index)
+    out.insert(0, "any_rate", (totals["unsupported_claims"] > 0).astype(float))
+    out["unsupported_per_answer"] = totals["unsupported_claims"].astype(float)
     out["stating_figures_rate"] = (frame["claims"] + frame["figures"] > 0).astype(float)
-    out["supported_per_answer"] = with_totals(frame)["supported_claims"].astype(float)
+    out["supported_per_answer"] = totals["supported_claims"].astype(float)
     out["completion_chars"] = frame["completion"].fillna("").str.len().astype(float)
     return out
 
@@ -342,5 +341,4 @@ def check(completion: str, prompt: str, tickers) -> Claims:
 
 def count(completion: str, prompt: str, tickers) -> int:
     """Unsupported claims of every kind in one completion (what the grounding reward charges)."""
-    c = check(completion, prompt, tickers)
-    return sum(getattr(c, kind) for kind in KINDS)
+    return int(with_totals(check_many([completion], [prompt], [tickers]))["unsupported_claims"].iloc[0])
