@@ -7,7 +7,7 @@ import pytest
 from conftest import tiny_config
 from hitchhiker import config
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments import get, prompts
+from hitchhiker.environments import get, hallucination, prompts
 from hitchhiker.environments import states as states_mod
 
 
@@ -242,3 +242,114 @@ def test_every_action_is_priced_as_score_pays_its_answer(reward):
     several = outcomes[outcomes["format"] != "elementwise"].set_index("state_id")
     chosen = best.loc[several.index, "weights"].map(np.argmax)
     assert (chosen == several["forward_returns"].map(np.argmax)).all() and len(several) > 0
+
+
+def _signal_file(path, shape="long", every=5, tickers=("AAPL", "MSFT", "KO")):
+    """rating: on every ``every``-th day, the day's position plus the ticker's index / 10
+    (so a shown value names the day it is dated); forecast: a random number, same days."""
+    days = pd.bdate_range("2016-01-01", periods=400)[::every]
+    rng = np.random.default_rng(0)
+    rows = pd.DataFrame(
+        [(d, t, i * every + j / 10, rng.normal(0, 0.01)) for i, d in enumerate(days) for j, t in enumerate(tickers)],
+        columns=["date", "ticker", "rating", "forecast"],
+    )
+    if shape == "long":
+        rows = rows.melt(id_vars=["date", "ticker"], var_name="name", value_name="value")
+    rows.to_csv(path, index=False)
+    return path
+
+
+def _signal_cfg(path, names=("rating", "forecast")):
+    cfg = _cfg()
+    cfg["data"]["signals"], cfg["states"]["signals"] = str(path), list(names)
+    return config.validate(cfg)
+
+
+@pytest.mark.parametrize("shape", ["long", "wide"])
+def test_signals_show_their_latest_value_up_to_the_decision_date_and_pass_the_audit(tmp_path, shape):
+    cfg = _signal_cfg(_signal_file(tmp_path / "signals.csv", shape))
+    prices = _prices()
+    states, outcomes = get("market").make_states(prices, cfg, _fits)
+    position = {d: i for i, d in enumerate(pd.bdate_range("2016-01-01", periods=400))}
+    assert "Signals as of today's close:" in states.prompt.iloc[0]
+    for row in states.itertuples():
+        shown = prompts.shown(row.prompt)["signals"]
+        for j, ticker in enumerate(row.tickers):
+            rating, forecast = shown[ticker]
+            dated = int(rating)  # the day the shown rating is dated: the latest rating day up to T
+            assert dated <= position[row.date] < dated + 5
+            assert rating == row.signal_rating[j] and forecast == row.signal_forecast[j]
+    get("market").audit(prices, states, outcomes, cfg)
+    # a shown signal value is a supported figure, another is not, and a signal's name is no unknown ticker
+    row = states[states.format == "pairwise"].iloc[0]
+    cited = f"A because its rating {row.signal_rating[0]:.4g} is higher"
+    assert hallucination.count(cited, row.prompt, row.tickers) == 0
+    assert (
+        hallucination.count(f"A because its rating {row.signal_rating[0] + 0.5:.4g} is higher", row.prompt, row.tickers)
+        == 1
+    )
+
+    late = states.copy()
+    late["signal_rating"] = late.signal_rating.map(lambda v: [x + 5 for x in v])  # the next rating day's
+    with pytest.raises(HitchhikerError, match=r"signal_rating is \[.*, but the latest values of rating in .*"):
+        get("market").audit(prices, late, outcomes, cfg)
+    ahead = states.copy()
+    first = prompts.shown(ahead.prompt[0])["signals"][ahead.tickers[0][0]][0]
+    ahead.loc[0, "prompt"] = ahead.prompt[0].replace(f"rating {first:.4g}", f"rating {first + 5:.4g}", 1)
+    with pytest.raises(HitchhikerError, match="signals in the prompt are not their latest values"):
+        get("market").audit(prices, ahead, outcomes, cfg)
+
+
+def test_each_signal_is_a_baseline_all_on_its_highest_value(tmp_path):
+    cfg = _signal_cfg(_signal_file(tmp_path / "signals.csv"))
+    states, outcomes = get("market").make_states(_prices(), cfg, _fits)
+    rows = get("market").baselines(
+        states, outcomes, {"benchmark": "none", "cost_bps": 0, "invalid_penalty": -0.05, "returns": "simple"}
+    )
+    got = rows[rows.baseline == "higher_forecast"].set_index("state_id").reward
+    fwd = outcomes.set_index("state_id").forward_returns
+    for s in states.itertuples():
+        f, r = np.asarray(s.signal_forecast), np.asarray(fwd[s.state_id])
+        # by hand: all on the highest forecast; one ticker: long if the forecast is positive, else short
+        want = r[np.argmax(f)] if len(f) > 1 else np.sign(f[0]) * r[0] if f[0] != 0 else -r[0]
+        assert got[s.state_id] == pytest.approx(want)
+    assert {"higher_rating", "higher_forecast", "momentum"} <= set(rows.baseline)
+
+
+def test_signal_errors_are_one_line_and_come_before_any_state(tmp_path):
+    prices = _prices()
+    signal_file = _signal_file(tmp_path / "signals.csv")
+    cases = {
+        "nowhere.csv": (["rating"], "config key data.signals: nowhere.csv does not exist"),
+        str(signal_file): (
+            ["rank"],
+            "config key states.signals: 'rank' is not a signal of .* \\(it has: forecast, rating",
+        ),
+    }
+    for path, (names, message) in cases.items():
+        cfg = _signal_cfg(path, names)
+        with pytest.raises(HitchhikerError, match=message):
+            get("market").check_data(prices, cfg)
+    text = tmp_path / "text.csv"
+    text.write_text("date,ticker,rating\n2016-01-01,AAPL,4.5\n2016-01-04,MSFT,buy\n")
+    with pytest.raises(HitchhikerError, match="rating of MSFT on 2016-01-04 is 'buy', not a finite number"):
+        get("market").check_data(prices, _signal_cfg(text, ["rating"]))
+    late = tmp_path / "late.csv"  # KO's first rating comes after the first decision dates
+    pd.read_csv(signal_file).query("ticker != 'KO' or date > '2016-06-01'").to_csv(late, index=False)
+    with pytest.raises(
+        HitchhikerError, match=r"rating has no value for KO dated on or before 2016-.*of the train split"
+    ):
+        get("market").check_data(prices, _signal_cfg(late, ["rating"]))
+    twice = tmp_path / "twice.csv"
+    pd.concat([pd.read_csv(signal_file)] * 2).to_csv(twice, index=False)
+    with pytest.raises(HitchhikerError, match="rating of AAPL has two values on 2016-01-01"):
+        get("market").check_data(prices, _signal_cfg(twice, ["rating"]))
+    half = _cfg()
+    half["states"]["signals"] = ["rating"]
+    with pytest.raises(HitchhikerError, match=r"data.signals and states.signals: set both"):
+        config.validate(half)
+    sequential = _signal_cfg(signal_file, ["rating"])
+    sequential.update(environment="sequential")
+    sequential["states"]["formats"] = ["pairwise"]
+    with pytest.raises(HitchhikerError, match=r"data.signals: the sequential environment shows no signals"):
+        config.validate(sequential)

@@ -3,6 +3,8 @@ checked by hypothesis on hundreds of generated cases: no look-ahead, no overlap 
 splits, no duplicate ticker sets."""
 
 import itertools
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -67,7 +69,19 @@ def cases(draw):
     news = pd.DataFrame({"date": DAYS.repeat(n), "ticker": np.tile(tickers, len(DAYS))})
     news["headline"] = [f"h{i}" for i in range(len(news))]
     cut = DAYS[draw(st.integers(10, len(DAYS) - 10))]
+    if draw(st.booleans()):  # data.signals: a score per ticker on the first day and on random later ones
+        days = DAYS[np.r_[0, np.flatnonzero(rng.random(len(DAYS) - 1) < 0.3) + 1]]
+        table = pd.DataFrame({"date": days.repeat(n), "ticker": np.tile(tickers, len(days)), "name": "score"})
+        table["value"] = rng.normal(0, 1, len(table))
+        cfg["data"]["signals"], cfg["states"]["signals"] = _write(table), ["score"]
     return config.validate(cfg), prices, news, cut, rng
+
+
+def _write(table: pd.DataFrame) -> str:
+    """A CSV file of ``table`` (hypothesis examples get no tmp_path)."""
+    path = Path(tempfile.mkdtemp()) / "signals.csv"
+    table.to_csv(path, index=False)
+    return str(path)
 
 
 def _build(cfg, prices, news):
@@ -92,6 +106,17 @@ def test_no_state_depends_on_anything_after_its_decision_date(case):
     shocked.loc[later, "volume"] *= rng.uniform(0.2, 5.0, later.sum())
     late_news = news.copy()
     late_news.loc[late_news.date > cut, "headline"] += "x"  # same token count, other text
+    if cfg["data"]["signals"]:  # later values changed, and one more dated after the cut
+        table = pd.read_csv(cfg["data"]["signals"], parse_dates=["date"])
+        table.loc[table.date > cut, "value"] += 10
+        extra = table.iloc[[0]].assign(date=cut + pd.Timedelta(days=1), value=-99.0)
+        cfg = {
+            **cfg,
+            "data": {
+                **cfg["data"],
+                "signals": _write(pd.concat([table, extra]).drop_duplicates(["date", "ticker"], keep="first")),
+            },
+        }
     again, _ = get("market").make_states(shocked, cfg, _fits, news=late_news)
     before = states[states.date <= cut].set_index("state_id")
     after = again.set_index("state_id")
@@ -125,8 +150,9 @@ def episodes(draw):
     cfg, prices, _, cut, rng = draw(cases())
     turns, step = draw(st.integers(1, 4)), draw(st.integers(1, 4))
     states_cfg = {**cfg["states"], "turns": turns, "horizon": turns * step, "embargo": turns * step,
-                  "formats": ["pairwise"], "max_prompt_tokens": 1000}  # fmt: skip
-    cfg = config.validate({**cfg, "environment": "sequential", "states": states_cfg})
+                  "formats": ["pairwise"], "max_prompt_tokens": 1000, "signals": []}  # fmt: skip
+    data = {**cfg["data"], "signals": None}  # it shows no signals
+    cfg = config.validate({**cfg, "environment": "sequential", "states": states_cfg, "data": data})
     answers = draw(st.lists(st.sampled_from(["A", "B", "A=0.3, B=0.7", "B>A", "no idea"]), min_size=4, max_size=4))
     return cfg, prices, cut, rng, answers
 

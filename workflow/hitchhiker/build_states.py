@@ -3,7 +3,8 @@
 
 The environment (config key ``environment``) makes them; each prompt is capped at
 states.max_prompt_tokens measured with the base policy's own tokenizer and chat template,
-trimming the oldest history first. With data.news, the headline table is read here.
+trimming the oldest history first. With data.news, the headline table is read here; with
+data.signals, the signal table (signals.py), each value shown as of the decision date.
 
 Usage:
   python -m hitchhiker.build_states --config config.yaml --prices results/default/prices.parquet \\

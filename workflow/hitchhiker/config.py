@@ -147,6 +147,10 @@ def _check_rules(cfg: dict, environment: bool = True) -> None:
             )
         env.check_config(cfg)
     data = cfg.get("data", {})
+    if data and states and bool(data.get("signals")) != bool(states.get("signals")):
+        raise HitchhikerError(
+            "config keys data.signals and states.signals: set both (the file, and the names a prompt shows) or neither"
+        )
     if data.get("source") == "file" and not data.get("path"):
         raise HitchhikerError("config key data.path is required when data.source is file")
     if data.get("path") and data.get("source", "sample") != "file":  # else the run reads another source in silence

@@ -51,6 +51,7 @@ rule base_model:
 rule build_states:
     input:
         **({"news": config["data"]["news"]} if config["data"]["news"] else {}),
+        **({"signals": config["data"]["signals"]} if config["data"]["signals"] else {}),
         code=code("build_states"),
         prices=f"{RESULTS}/prices.parquet",
         policy=policy(0),
@@ -73,6 +74,7 @@ rule build_states:
 rule audit:
     input:
         **({"news": config["data"]["news"]} if config["data"]["news"] else {}),
+        **({"signals": config["data"]["signals"]} if config["data"]["signals"] else {}),
         code=code("audit"),
         prices=f"{RESULTS}/prices.parquet",
         states=f"{RESULTS}/states.parquet",

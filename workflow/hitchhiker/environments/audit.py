@@ -2,10 +2,12 @@
 decision date, compared byte for byte.
 
 For each group of states of one format and one history length, the prompts are rendered
-again from the closes (and volume, and headlines) of the periods ending at each state's
-decision date T, with the same code that built them, and compared with the stored prompts
-as strings; the structured ``shown_returns`` and the outcomes (the return from T to
-T + horizon, dated T + horizon) are compared as arrays. A prompt that differs in any
+again from the closes (and volume, headlines and signals) of the periods ending at each
+state's decision date T, with the same code that built them, and compared with the stored
+prompts as strings; the structured ``shown_returns`` and the outcomes (the return from T to
+T + horizon, dated T + horizon) are compared as arrays. The ``signal_<name>`` columns are derived a
+second way, from the data.signals file by a DuckDB ASOF JOIN, so that a look-ahead in the
+build's own as-of code would not be repeated here. A prompt that differs in any
 character, for instance a value of T + 1 or a later headline, fails with one line naming
 the state and what differs. Then consecutive splits must be an embargo apart, with no
 outcome of the earlier split reaching the later one's first decision date.
@@ -23,7 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hitchhiker import config, frequency
+from hitchhiker import config, frequency, signals
 from hitchhiker.cli import HitchhikerError
 from hitchhiker.environments import prompts
 from hitchhiker.environments import states as states_mod
@@ -45,6 +47,11 @@ def _first_difference(got: str, expect: str, freq: str, history_days: int, date:
             if pd.Timestamp(line[:10]) > date:
                 return f"headline dated after the decision date: {line}"
             return f"headline not among its tickers' latest up to the decision date: {line}"
+        if section == "signals" and ": " in line:
+            ticker = line.split(": ", 1)[0].split("(")[-1].rstrip(")")
+            return (
+                f"the {ticker} signals in the prompt are not their latest values dated on or before the decision date"
+            )
         if section in header.values() and ": " in line:
             ticker = line.split(": ", 1)[0].split("(")[-1].rstrip(")")
             return (
@@ -81,6 +88,7 @@ def _flat(column: pd.Series, depth: int) -> np.ndarray:
 def audit(
     wide_closes: pd.DataFrame,
     volume: np.ndarray | None,
+    signal_values: np.ndarray | None,
     states: pd.DataFrame,
     outcomes: pd.DataFrame,
     cfg: dict,
@@ -115,6 +123,7 @@ def audit(
         fail(states, int(np.argmax(out["outcome_date"].isna().to_numpy())), "no outcome")
     first_col = np.cumsum(k) - k
     blocks = None
+    raw = None if signal_values is None else signals.read(cfg["data"]["signals"], st["signals"])
     for (fmt, kk, hd), group in states.groupby([states["format"], k, history], sort=False):
         rows = group.index.to_numpy()
         order = cols[first_col[rows][:, None] + np.arange(kk)]
@@ -125,7 +134,8 @@ def audit(
             blocks = states_mod.news_blocks(
                 news, names, dates[days - st["window"] + 1].to_numpy(), dates[days].to_numpy(), st["news_items"]
             )
-        expect = prompts.render_batch(fmt, names, shown, h, blocks, freq)
+        sig = None if signal_values is None else signal_values[days[:, None], order]
+        expect = prompts.render_batch(fmt, names, shown, h, blocks, freq, states_mod.signal_sections(sig, st))
         stored = pa.array(group["prompt"], pa.string())
         same = pc.fill_null(pc.equal(expect, stored), False).to_numpy(zero_copy_only=False)
         if not same.all():
@@ -140,6 +150,8 @@ def audit(
                 rows[int(np.argmax(np.broadcast_to(bad, len(rows))))],
                 "shown_returns are not what the prompt shows",
             )
+        if sig is not None:
+            check_signals(states, rows, names, dates[days], cfg, raw)
         fwd = closes[(days + h)[:, None], order] / closes[days[:, None], order] - 1
         o = out.iloc[rows]
         got = _flat(o["forward_returns"], 1)
@@ -153,6 +165,43 @@ def audit(
             )
 
     return splits_report(states, out["outcome_date"], pos, freq, st)
+
+
+def check_signals(states: pd.DataFrame, rows: np.ndarray, names: np.ndarray, days, cfg: dict, raw: pd.DataFrame):
+    """The ``signal_<name>`` columns of states ``rows`` (tickers ``names``, decision dates
+    ``days``) hold each signal's latest value in the data.signals file (``raw``, as
+    signals.read reads it) dated on or before the decision date, found by a DuckDB ASOF
+    JOIN: not by the code that built them."""
+    s, k = names.shape
+    con = states_mod._duckdb()
+    con.register("raw", raw)
+    for name in cfg["states"]["signals"]:
+        wanted = pa.table(
+            {
+                "i": np.arange(s * k),
+                "ticker": names.ravel().astype(str),
+                "date": np.repeat(pd.DatetimeIndex(days).to_numpy(), k),
+            }
+        )
+        con.register("wanted", wanted)
+        got = con.execute(
+            "SELECT w.i, r.value FROM wanted w ASOF LEFT JOIN (SELECT * FROM raw WHERE name = ?) r"
+            " ON w.ticker = r.ticker AND w.date >= r.date ORDER BY w.i",
+            [name],
+        ).fetchnumpy()
+        want = prompts.signals_as_shown(np.asarray(got["value"], dtype=float)).reshape(s, k)
+        column = f"{states_mod.SIGNAL_PREFIX}{name}"
+        have = _flat(states.loc[rows, column], 1) if column in states else np.zeros(0)
+        bad = np.ones(s, bool) if have.size != want.size else ~np.all(have.reshape(s, k) == want, axis=1)
+        if bad.any():
+            j = int(np.argmax(bad))
+            shown = have.reshape(s, k)[j].tolist() if have.size == want.size else "missing"
+            fail(
+                states,
+                rows[j],
+                f"{column} is {shown}, but the latest values of {name} in {cfg['data']['signals']} dated on or "
+                f"before the decision date are {want[j].tolist()}",
+            )
 
 
 def splits_report(states: pd.DataFrame, outcome_dates: pd.Series, pos: np.ndarray, freq: str, st: dict) -> dict:

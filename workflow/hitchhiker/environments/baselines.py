@@ -11,6 +11,9 @@ momentum and mean reversion read a sum of 0 (A, or short for one ticker).
   momentum        all on the ticker with the highest summed shown return; for one ticker,
                   long if that sum is positive, else short
   mean_reversion  all on the lowest, or the opposite of momentum
+  higher_<name>   with data.signals, for each of states.signals: all on the ticker whose
+                  value (as shown) is highest, the first of a tie; for one ticker, long if
+                  the value is positive, else short
 """
 
 from __future__ import annotations
@@ -21,8 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hitchhiker.environments import answers
-
-NAMES = ("random", "always_first", "equal_weight", "momentum", "mean_reversion")
+from hitchhiker.environments.states import SIGNAL_PREFIX
 
 
 def _padded(column, width: int, fill: float) -> np.ndarray:
@@ -35,7 +37,8 @@ def _padded(column, width: int, fill: float) -> np.ndarray:
 
 
 def weights(states: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Each baseline's weights per state, (states, max k) padded with zeros."""
+    """Each baseline's weights per state, (states, max k) padded with zeros: random,
+    always_first, equal_weight, momentum, mean_reversion, then a higher_<name> per signal."""
     arr = pa.array(states["shown_returns"].map(lambda t: [list(x) for x in t]))
     per_ticker = pc.list_flatten(arr)  # one list of shown returns per (state, ticker)
     lengths = pc.list_value_length(per_ticker).to_numpy(zero_copy_only=False)
@@ -51,27 +54,34 @@ def weights(states: pd.DataFrame) -> dict[str, np.ndarray]:
     even = np.where(real, 1.0 / k[:, None], 0.0)
     first = np.zeros((len(states), width))
     first[:, 0] = 1.0
-    top, bottom = np.zeros_like(first), np.zeros_like(first)
-    top[rows, np.argmax(np.where(real, total, -np.inf), axis=1)] = 1.0
-    bottom[rows, np.argmin(np.where(real, total, np.inf), axis=1)] = 1.0
-    sign = np.where(total[:, 0] > 0, 1.0, -1.0)
 
     def pick(many: np.ndarray, one_ticker) -> np.ndarray:  # the rule for k tickers, or for one
         alone = np.zeros_like(first)
         alone[:, 0] = one_ticker
         return np.where(one[:, None], alone, many)
 
-    return {
+    def highest(score: np.ndarray, lowest: bool = False) -> np.ndarray:  # all on the highest (lowest) score
+        top = np.zeros_like(first)
+        top[
+            rows, (np.argmin if lowest else np.argmax)(np.where(real, score, np.inf if lowest else -np.inf), axis=1)
+        ] = 1
+        sign = np.where(score[:, 0] > 0, 1.0, -1.0)  # one ticker: long if positive (the opposite, for lowest)
+        return pick(top, -sign if lowest else sign)
+
+    out = {
         "random": pick(even, 0.0),
         "always_first": first,
         "equal_weight": pick(even, 1.0),
-        "momentum": pick(top, sign),
-        "mean_reversion": pick(bottom, -sign),
+        "momentum": highest(total),
+        "mean_reversion": highest(total, lowest=True),
     }
+    for column in (c for c in states.columns if c.startswith(SIGNAL_PREFIX)):
+        out[f"higher_{column.removeprefix(SIGNAL_PREFIX)}"] = highest(_padded(states[column], width, np.nan))
+    return out
 
 
 def rewards(states: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict) -> pd.DataFrame:
-    """One row per (baseline, state), baselines in NAMES order, states in the given order:
+    """One row per (baseline, state), baselines in :func:`weights` order, states in the given order:
     baseline, state_id, date, reward."""
     fwd_col = outcomes.set_index("state_id").loc[states["state_id"], "forward_returns"].reset_index(drop=True)
     w = weights(states)
@@ -91,7 +101,7 @@ def rewards(states: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict) -> p
                     "reward": answers.rewards(w[name], fwd, k, valid, reward_cfg),
                 }
             )
-            for name in NAMES
+            for name in w
         ],
         ignore_index=True,
     )

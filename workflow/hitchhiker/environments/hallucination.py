@@ -32,8 +32,8 @@ day (a claim about periods the prompt does not show)
     prompt does not show. The question's own "next N trading days" is not a claim.
 unknown ticker
     A word of 2 to 5 capital letters (dots and dashes allowed inside, e.g. BRK.B) that is
-    not one of the state's tickers and not a common abbreviation (COMMON below). Counted
-    once per distinct word.
+    not one of the state's tickers, not a common abbreviation (COMMON below) and not a word
+    of the prompt itself (a signal's name, a headline's "FDA"). Counted once per distinct word.
 
 :func:`count` is their sum, what grounding.unsupported_claim_penalty charges per claim in
 score; a percent claim or a checked figure that no rule faults is supported, what
@@ -175,10 +175,10 @@ class _Reference(NamedTuple):
 @functools.lru_cache(maxsize=4096)
 def _reference(prompt: str) -> _Reference:
     """What a prompt shows, parsed once: a state's B samples (and its rounds) share the prompt."""
-    sections = prompts.shown(prompt).values()
+    sections = prompts.shown(prompt)
     implied = supported_returns(prompt)
-    shown = np.asarray([v for section in sections for vals in section.values() for v in vals], dtype=float)
-    periods = max((len(v) for section in sections for v in section.values()), default=0)
+    shown = np.asarray([v for section in sections.values() for vals in section.values() for v in vals], dtype=float)
+    periods = max((len(v) for key, sec in sections.items() if key != "signals" for v in sec.values()), default=0)
     freq = next((f for f in frequency.FREQUENCIES if prompts.headers(f)["returns"] in prompt), "daily")
     return _Reference(implied, np.concatenate([shown, implied]), periods * 252 / frequency.per_year(freq))
 
@@ -290,10 +290,18 @@ def _days(b: _Batch) -> list:
     ]
 
 
+@functools.lru_cache(maxsize=4096)
+def _prompt_words(prompt: str) -> frozenset[str]:
+    """The ticker-like words a prompt itself shows: its tickers, a signal's name ("RSI"), a headline's "FDA"."""
+    return frozenset(m.group(1) for m in _TICKER.finditer(prompt))
+
+
 def _unknown_tickers(b: _Batch) -> np.ndarray:
     found = list(_TICKER.finditer(b.text))
     words = {(int(i), m.group(1)) for m, i in zip(found, b.owner(found), strict=True)}
-    unknown = [i for i, w in words if w not in COMMON and w not in b.tickers[i]]
+    unknown = [
+        i for i, w in words if w not in COMMON and w not in b.tickers[i] and w not in _prompt_words(b.prompts[i])
+    ]
     return np.bincount(np.asarray(unknown, dtype=np.int64), minlength=b.n).astype(np.int64)
 
 

@@ -89,9 +89,12 @@ class Market(Environment):
 
     def check_data(self, prices: pd.DataFrame, cfg: dict) -> None:
         states.check_features(prices, cfg)
-        states.split_indices(self.closes(prices, cfg).index, cfg["states"])
+        if cfg["data"].get("signals"):
+            self._tables(prices, cfg)  # reads the signals and checks each is known on every decision date
+        else:
+            states.split_indices(self.closes(prices, cfg).index, cfg["states"])
 
-    def _tables(self, prices: pd.DataFrame, cfg: dict) -> tuple[pd.DataFrame, np.ndarray | None]:
+    def _tables(self, prices: pd.DataFrame, cfg: dict) -> tuple[pd.DataFrame, np.ndarray | None, np.ndarray | None]:
         return states.tables(prices, cfg, self.closes)
 
     def make_states(

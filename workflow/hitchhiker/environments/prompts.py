@@ -26,6 +26,7 @@ SECTIONS = {  # worded for the data's frequency (frequency.py): "Monthly returns
     "volume": "Volume as a percent of its average over these {rows}, oldest first.",
 }
 NEWS = "Headlines, oldest first:"
+SIGNALS = "Signals as of {now} close:"  # data.signals: "A (AAPL): rating 4.5, forecast -0.0123", a line a ticker
 QUESTION = {
     "pairwise": (
         "Which of A and B will return more over the next {horizon}? "
@@ -74,10 +75,23 @@ def cat(*parts, sep: str = "") -> pa.Array:
 
 
 def headers(freq: str) -> dict[str, str]:
-    """The section headers for data of frequency ``freq``."""
+    """The section headers for data of frequency ``freq``: the features' and "signals"."""
     adjective, one, _ = frequency.FREQUENCIES[freq][1:]
     rows, now = ("days", "today's") if freq == "daily" else (f"{one}s", f"this {one}'s")
-    return {key: text.format(Adjective=adjective, rows=rows, now=now) for key, text in SECTIONS.items()}
+    texts = {**SECTIONS, "signals": SIGNALS}
+    return {key: text.format(Adjective=adjective, rows=rows, now=now) for key, text in texts.items()}
+
+
+def _signal_texts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Signal values as shown (four significant digits): (distinct texts, each value's index)."""
+    distinct, inverse = np.unique(np.asarray(values, dtype=float).ravel(), return_inverse=True)
+    return np.array([f"{v:.4g}" for v in distinct], dtype=object), inverse  # distinct values: a few per ticker
+
+
+def signals_as_shown(values: np.ndarray) -> np.ndarray:
+    """Signal values as a prompt shows them, as numbers: float("4.5") for 4.5001."""
+    texts, inverse = _signal_texts(values)
+    return np.array([float(t) for t in texts])[inverse].reshape(np.shape(values))
 
 
 def render_batch(
@@ -87,19 +101,22 @@ def render_batch(
     horizon: int,
     news: pa.Array | None = None,
     freq: str = "daily",
+    signals: dict[str, np.ndarray] | None = None,
 ) -> pa.Array:
     """User messages of many states of one format.
 
     ``names`` is (states, k) tickers in prompt order; ``features`` maps each section of
     SECTIONS to (states, k, days) values (returns as fractions, the others as ratios);
     ``news`` is one text block per state (or null for none); ``freq`` words the sections
-    and the horizon.
+    and the horizon; ``signals`` maps each data.signals name to its (states, k) values.
     """
     horizon = frequency.periods(freq, horizon)
     k = names.shape[1]
     letters = np.array(list(answers.labels(k)))
     tickers = pa.array(names.ravel().astype(str))
     parts = [sections_batch(names, features, freq, labelled=fmt != "elementwise")]
+    if signals:
+        parts.append(signals_batch(names, signals, freq, labelled=fmt != "elementwise"))
     if news is not None:
         parts.append(cat(NEWS, pc.fill_null(news, "none"), sep="\n"))
     if fmt == "elementwise":
@@ -116,15 +133,32 @@ def sections_batch(names: np.ndarray, features: dict[str, np.ndarray], freq: str
     """The data sections of many user messages: per section of ``features`` its header, then
     one line per ticker ("A (AAPL): +0.12 -1.03" when ``labelled``, else "AAPL: ...")."""
     words = headers(freq)
-    n, k = names.shape
-    tickers = pa.array(names.ravel().astype(str))
-    label = cat(pa.array(np.tile(list(answers.labels(k)), n)), " (", tickers, ")") if labelled else tickers
+    k = names.shape[1]
+    label = _labels(names, labelled)
     parts = []
     for key, values in features.items():
         days = values.shape[2]
         body = join(format_values(values * 100, signed=key == "returns"), days, " ")
         parts.append(cat(words[key], join(cat(label, ": ", body), k, "\n"), sep="\n"))
     return cat(*parts, sep="\n")
+
+
+def _labels(names: np.ndarray, labelled: bool) -> pa.Array:
+    """Each ticker's line label: "A (AAPL)", or "AAPL" alone."""
+    tickers = pa.array(names.ravel().astype(str))
+    n, k = names.shape
+    return cat(pa.array(np.tile(list(answers.labels(k)), n)), " (", tickers, ")") if labelled else tickers
+
+
+def signals_batch(names: np.ndarray, signals: dict[str, np.ndarray], freq: str, labelled: bool = True) -> pa.Array:
+    """The signals section: its header, then one line per ticker, "A (AAPL): rating 4.5, forecast -0.0123"."""
+    k = names.shape[1]
+    values = []
+    for name, v in signals.items():
+        texts, inverse = _signal_texts(v)
+        values.append(cat(f"{name} ", pa.array(texts[inverse], type=pa.string())))
+    body = cat(*values, sep=", ")
+    return cat(headers(freq)["signals"], join(cat(_labels(names, labelled), ": ", body), k, "\n"), sep="\n")
 
 
 def render(fmt: str, tickers: list[str], returns: np.ndarray, horizon: int) -> str:
@@ -149,6 +183,8 @@ def shown(prompt: str) -> dict[str, dict[str, np.ndarray]]:
             current = out.setdefault(headers_[line], {})
         elif current is not None and ": " in line and not line.startswith(("Which", "Over")):
             name, values = line.split(": ", 1)
+            if current is out.get("signals"):  # "rating 4.5, forecast -0.0123"
+                values = " ".join(pair.rpartition(" ")[2] for pair in values.split(", "))
             try:
                 current[name.split("(")[-1].rstrip(")")] = np.array([float(x) for x in values.split()])
             except ValueError:

@@ -167,6 +167,8 @@ class Sequential(Environment):
         market.Market("market").check_config({**cfg, "states": {**st, "turns": 1}} if st else cfg)
         if data.get("news"):
             raise HitchhikerError("config key data.news: the sequential environment shows no headlines")
+        if data.get("signals"):
+            raise HitchhikerError("config key data.signals: the sequential environment shows no signals")
         if cfg.get("train", {}).get("objective") == "dpo":
             raise HitchhikerError(
                 "config key train.objective = dpo: the sequential environment's completions hold the environment's "
@@ -183,7 +185,7 @@ class Sequential(Environment):
 
     def make_states(self, prices, cfg, fits, news=None):
         st = cfg["states"]
-        wide, volume = self._tables(prices, cfg)
+        wide, volume, _ = self._tables(prices, cfg)
         dates, closes = wide.index, wide.to_numpy()
         freq = frequency.detect(dates)
         out_states, out_outcomes = [], []
@@ -264,7 +266,7 @@ class Sequential(Environment):
         portfolio line is computed from, each from prices up to that turn's date; then the
         outcomes (every period's and the whole episode's) and the embargo between splits."""
         st = cfg["states"]
-        wide, volume = self._tables(prices, cfg)
+        wide, volume, _ = self._tables(prices, cfg)
         dates, closes = wide.index, wide.to_numpy()
         freq = frequency.detect(dates)
         turns, step = st["turns"], st["horizon"] // st["turns"]

@@ -7,7 +7,9 @@ A, B, ..., so "always answer A" earns nothing on average. Its prompt (prompts.py
 ``window`` periods ending at T; when the chat-templated prompt is longer than
 states.max_prompt_tokens, the oldest periods are dropped first (``history_days`` records how
 many were kept). ``shown_returns`` holds, per ticker, the returns in percent the prompt shows
-(or implies, from the prices section), as rounded there: what the baselines read.
+(or implies, from the prices section), as rounded there: what the baselines read. With
+data.signals, the prompt also shows each of states.signals per ticker as of T (signals.py),
+and a column ``signal_<name>`` each holds those values as shown.
 
 Outcome: each ticker's simple return from the close of T to the close of T + horizon.
 
@@ -27,7 +29,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from hitchhiker import config, frequency
+from hitchhiker import config, frequency, signals
 from hitchhiker.cli import HitchhikerError
 from hitchhiker.environments import prompts
 
@@ -160,14 +162,21 @@ def state_ids(fmt: str, dates: np.ndarray, horizon: int, names: np.ndarray, text
     return con.execute(sql, [fmt, str(horizon)]).fetchnumpy()["id"]
 
 
-def tables(prices: pd.DataFrame, cfg: dict, closes) -> tuple[pd.DataFrame, np.ndarray | None]:
-    """The close table ``closes(prices, cfg)`` gives, and the volume on its dates when a
-    prompt shows volume (states.features), else None."""
+def tables(prices: pd.DataFrame, cfg: dict, closes) -> tuple[pd.DataFrame, np.ndarray | None, np.ndarray | None]:
+    """The close table ``closes(prices, cfg)`` gives; the volume on its dates when a prompt
+    shows volume (states.features), else None; with data.signals, each of states.signals as
+    of each of its dates (dates, tickers, signals), checked to be known on every decision
+    date of every split, else None."""
     wide_closes = closes(prices, cfg)
-    volume = None
+    volume = signal_values = None
     if "volume" in cfg["states"]["features"]:
         volume = wide(prices, cfg, "volume").reindex(wide_closes.index).to_numpy()
-    return wide_closes, volume
+    if cfg["data"].get("signals"):
+        names, dates, tickers = cfg["states"]["signals"], wide_closes.index, list(wide_closes.columns)
+        signal_values = signals.grid(signals.read(cfg["data"]["signals"], names), names, dates, tickers)
+        for split, idx in split_indices(dates, cfg["states"]).items():
+            signals.check_known(signal_values, idx, dates, tickers, names, split)
+    return wide_closes, volume, signal_values
 
 
 def check_features(prices: pd.DataFrame, cfg: dict) -> None:
@@ -243,10 +252,35 @@ def _ragged(values: np.ndarray, width: np.ndarray) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(np.arange(s + 1, dtype=np.int32) * k), inner)
 
 
+SIGNAL_PREFIX = "signal_"
+
+
+def signal_columns(values: np.ndarray | None, names: list[str]) -> dict[str, pd.Series]:
+    """A column per data.signals name, ``signal_<name>``: per state, each ticker's value as
+    its prompt shows it (what the higher-signal baselines read). None without signals."""
+    if values is None:
+        return {}
+    shown = prompts.signals_as_shown(values)
+    s, k, _ = shown.shape
+    offsets = pa.array(np.arange(s + 1, dtype=np.int32) * k)
+    dtype = pd.ArrowDtype(pa.list_(pa.float64()))
+    return {
+        f"{SIGNAL_PREFIX}{name}": pd.Series(
+            pa.ListArray.from_arrays(offsets, pa.array(shown[..., j].ravel())), dtype=dtype
+        )
+        for j, name in enumerate(names)
+    }
+
+
 def make_states(
-    wide_closes: pd.DataFrame, volume: np.ndarray | None, cfg: dict, fits, news: pd.DataFrame | None
+    wide_closes: pd.DataFrame,
+    volume: np.ndarray | None,
+    signal_values: np.ndarray | None,
+    cfg: dict,
+    fits,
+    news: pd.DataFrame | None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """States and outcomes for every split and format from a close table (dates x tickers).
+    """States and outcomes for every split and format from the tables of :func:`tables`.
 
     ``fits(texts, budget)`` says whether each chat-templated prompt has at most ``budget``
     tokens of the policy's tokenizer (build_states.budget_check).
@@ -256,7 +290,8 @@ def make_states(
     freq = frequency.detect(dates)
     states, outcomes = [], []
     for split, fmt, days, order in draws(dates, closes.shape[1], st, cfg.get("seed", 0)):
-        s, o = _build(fmt, days, order, closes, volume, dates, wide_closes.columns, st, fits, news, freq)
+        shown_signals = None if signal_values is None else signal_values[days[:, None], order]  # (states, k, names)
+        s, o = _build(fmt, days, order, closes, volume, dates, wide_closes.columns, st, fits, news, freq, shown_signals)
         s.insert(1, "split", split)
         o.insert(1, "split", split)
         states.append(s)
@@ -274,9 +309,14 @@ def shown_sections(full: dict[str, np.ndarray], kept: int | np.ndarray, rows=sli
     return out
 
 
-def _build(fmt, days, order, closes, volume, dates, columns, st, fits, news, freq):
+def signal_sections(values: np.ndarray | None, st: dict) -> dict[str, np.ndarray] | None:
+    """(states, k, signals) values as prompts.render_batch takes them: {name: (states, k)}."""
+    return None if values is None else {name: values[..., j] for j, name in enumerate(st["signals"])}
+
+
+def _build(fmt, days, order, closes, volume, dates, columns, st, fits, news, freq, signal_values):
     """States and outcomes of one split and format: decision-day positions ``days``, ticker
-    indices ``order`` (states, k) in prompt order."""
+    indices ``order`` (states, k) in prompt order, and the signals each shows (states, k, names)."""
     h, window = st["horizon"], st["window"]
     names = np.asarray(columns)[order]
     full = features(closes, volume, days, order, window, st["features"])
@@ -291,7 +331,10 @@ def _build(fmt, days, order, closes, volume, dates, columns, st, fits, news, fre
     rows = np.arange(n)
     for days_kept in range(window, 1, -1):
         shown = shown_sections(full, days_kept, rows)
-        text = prompts.render_batch(fmt, names[rows], shown, h, None if blocks is None else blocks.take(rows), freq)
+        sig = signal_sections(None if signal_values is None else signal_values[rows], st)
+        text = prompts.render_batch(
+            fmt, names[rows], shown, h, None if blocks is None else blocks.take(rows), freq, sig
+        )
         ok = np.asarray(fits(text, st["max_prompt_tokens"]), dtype=bool)
         parts.append(text.filter(pa.array(ok)))
         placed.append(rows[ok])
@@ -328,6 +371,7 @@ def _build(fmt, days, order, closes, volume, dates, columns, st, fits, news, fre
             "prompt": pd.Series(prompt_arr, dtype=pd.ArrowDtype(pa.string())),
             "history_days": kept,
             "shown_returns": pd.Series(_ragged(returns, width), dtype=pd.ArrowDtype(pa.list_(pa.list_(pa.float64())))),
+            **signal_columns(signal_values, st["signals"]),
         }
     )
     outcome_frame = pd.DataFrame(
