@@ -317,6 +317,10 @@ def test_a_code_change_reruns_that_stage_and_what_follows(pipeline, module, reru
             lambda c: c["model"].update(name_or_path="./no/such/model"),
             "model.name_or_path: directory ./no/such/model does not exist",
         ),
+        (  # Snakemake's "Missing input files" for the build_states job, before
+            lambda c: (c["data"].update(signals="ratings.csv"), c["states"].update(signals=["rating"])),
+            "config key data.signals: ratings.csv does not exist (relative to the working directory",
+        ),
     ],
 )
 def test_bad_config_stops_before_any_work(tmp_path, mutate, message):
@@ -373,6 +377,35 @@ def test_listwise_runs_every_stage_and_writes_strict_json(tmp_path):
     assert (preds.format == "listwise").all() and (preds.tickers.map(len) == 4).all()
     for r in (0, 1):
         _strict_json(res / "eval" / f"round_{r}" / "metrics.json")
+
+
+def test_signals_run_every_stage_shown_as_of_each_decision_date_audited_and_a_baseline_each(tmp_path):
+    """A researcher's own file, wide and relative to the working directory: a monthly analyst
+    rating per ticker, dated the first of each month (often a weekend)."""
+    months = pd.date_range("2015-12-01", "2020-01-01", freq="MS")
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame([(m, t) for m in months for t in ("AAPL", "MSFT", "KO")], columns=["Date", "Ticker"])
+    table["analyst rating"] = rng.integers(1, 6, len(table)).astype(float)
+    table.to_csv(tmp_path / "ratings.csv", index=False)
+    cfg = tiny_config(run="signals")
+    cfg["data"]["signals"], cfg["states"]["signals"] = "ratings.csv", ["analyst rating"]
+    write_config(tmp_path / "config.yaml", cfg)
+    snakemake(tmp_path)
+    res = tmp_path / "results" / "signals"
+    states = pd.read_parquet(res / "states.parquet")
+    latest = table.set_index(["Ticker", "Date"])["analyst rating"]
+    for row, column in zip(states.itertuples(), states["signal_analyst rating"], strict=True):
+        assert "Signals as of today's close:" in row.prompt
+        month = row.date.to_period("M").to_timestamp()  # the rating dated on or before T
+        want = [latest[(t, month)] for t in row.tickers]
+        assert list(column) == want
+        assert all(f"{t}): analyst rating {v:.4g}" in row.prompt or f"{t}: analyst rating {v:.4g}" in row.prompt
+                   for t, v in zip(row.tickers, want, strict=True))  # fmt: skip
+    assert json.loads((res / "audit.json").read_text())["train_to_test"]
+    summary = _strict_json(res / "metrics.json")
+    assert "higher_analyst rating" in summary["baselines"] and [r["round"] for r in summary["rounds"]] == [0, 1]
+    preds = pd.read_parquet(res / "eval" / "round_1" / "predictions.parquet")
+    assert preds.state_id.isin(states.state_id).all() and len(preds)
 
 
 def test_from_another_directory_the_default_config_is_the_checkouts_and_the_run_says_where_it_writes(tmp_path):
