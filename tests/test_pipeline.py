@@ -386,9 +386,11 @@ def test_signals_run_every_stage_shown_as_of_each_decision_date_audited_and_a_ba
     rng = np.random.default_rng(0)
     table = pd.DataFrame([(m, t) for m in months for t in ("AAPL", "MSFT", "KO")], columns=["Date", "Ticker"])
     table["analyst rating"] = rng.integers(1, 6, len(table)).astype(float)
+    table["eps revision"] = rng.normal(0, 0.01, len(table)).round(4)
+    table["unused"] = "text"  # a column not named in states.signals is not read
     table.to_csv(tmp_path / "ratings.csv", index=False)
     cfg = tiny_config(run="signals")
-    cfg["data"]["signals"], cfg["states"]["signals"] = "ratings.csv", ["analyst rating"]
+    cfg["data"]["signals"], cfg["states"]["signals"] = "ratings.csv", ["analyst rating", "eps revision"]
     write_config(tmp_path / "config.yaml", cfg)
     snakemake(tmp_path)
     res = tmp_path / "results" / "signals"
@@ -403,7 +405,9 @@ def test_signals_run_every_stage_shown_as_of_each_decision_date_audited_and_a_ba
                    for t, v in zip(row.tickers, want, strict=True))  # fmt: skip
     assert json.loads((res / "audit.json").read_text())["train_to_test"]
     summary = _strict_json(res / "metrics.json")
-    assert "higher_analyst rating" in summary["baselines"] and [r["round"] for r in summary["rounds"]] == [0, 1]
+    assert {"higher_analyst rating", "higher_eps revision"} <= set(summary["baselines"]) and [
+        r["round"] for r in summary["rounds"]
+    ] == [0, 1]
     preds = pd.read_parquet(res / "eval" / "round_1" / "predictions.parquet")
     assert preds.state_id.isin(states.state_id).all() and len(preds)
 
