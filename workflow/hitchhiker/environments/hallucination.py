@@ -54,18 +54,24 @@ import pandas as pd
 from hitchhiker import frequency
 from hitchhiker.environments import answers, prompts
 
+# Each pattern opens with a lookahead for the characters a match can start with (and _SUM
+# for the "=" it needs): Python's re then rejects most positions of the joined text at once,
+# where an opening look-behind, \b or an IGNORECASE alternation were tried at every one
+# (2-4x faster scans, the same matches: benchmarks/score).
 _NUM = r"[+-]?\s?\d+(?:\.\d+)?"
-_PERCENT = re.compile(r"(?<![\w.])([+-]?)(\d+(?:\.\d+)?)\s*%")
-_FIGURE = re.compile(r"(?<![\w.=])([+-]?)\s?(\d+\.(\d+))(?![\d.]*\s*%)(?!\d)")
-_SUM = re.compile(rf"(?<![\w.])((?:{_NUM}\s*){{2,}})=\s*({_NUM})(?!\d)")
-_TICKER = re.compile(r"(?<![\w.^=-])([A-Z][A-Z.\-]{0,3}[A-Z])(?![\w.^=-]*[a-z0-9])")
-_LABELLED = re.compile(r"\b([A-Z])\s?\(\s*([A-Za-z0-9.^=-]{1,16})\s*\)|\b([A-Z][A-Z0-9.^=-]{1,15})\s?\(\s*([A-Z])\s*\)")
+_PERCENT = re.compile(r"(?=[+\-\d])(?<![\w.])([+-]?)(\d+(?:\.\d+)?)\s*%")
+_FIGURE = re.compile(r"(?=[+\-\s\d])(?<![\w.=])([+-]?)\s?(\d+\.(\d+))(?![\d.]*\s*%)(?!\d)")
+_SUM = re.compile(rf"(?=[+\-\d][+\-\d.\s]*=)(?<![\w.])((?:{_NUM}\s*){{2,}})=\s*({_NUM})(?!\d)")
+_TICKER = re.compile(r"(?=[A-Z])(?<![\w.^=-])([A-Z][A-Z.\-]{0,3}[A-Z])(?![\w.^=-]*[a-z0-9])")
+_LABELLED = re.compile(
+    r"(?=[A-Z])(?:\b([A-Z])\s?\(\s*([A-Za-z0-9.^=-]{1,16})\s*\)|\b([A-Z][A-Z0-9.^=-]{1,15})\s?\(\s*([A-Z])\s*\))"
+)
 _TRADING_DAYS = {"day": 1, "session": 1, "week": 252 / 52, "month": 21, "quarter": 63, "year": 252}
-_WEEKDAY = re.compile(r"\b(Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)\b", re.IGNORECASE)
+_WEEKDAY = re.compile(r"(?=[mtwfs])\b(Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)\b", re.IGNORECASE)
 _MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
-_DATE = re.compile(rf"\b(\d{{4}}-\d\d-\d\d|(?:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?)\b")
+_DATE = re.compile(rf"(?=[\dJFMASOND])\b(\d{{4}}-\d\d-\d\d|(?:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?)\b")
 _LOOKBACK = re.compile(
-    r"\b(?:last|past|previous|prior|preceding)\s+(\d+)\s+(?:trading\s+)?(day|session|week|month|quarter|year)s?\b",
+    r"(?=[lp])\b(?:last|past|previous|prior|preceding)\s+(\d+)\s+(?:trading\s+)?(day|session|week|month|quarter|year)s?\b",
     re.IGNORECASE,
 )
 
