@@ -12,7 +12,7 @@ from test_market import _prices
 from conftest import ROOT, run, tiny_config
 from hitchhiker import config
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments import get, prompts, sequential
+from hitchhiker.environments import get, lists, prompts, sequential
 
 REWARD = {"cost_bps": 10, "invalid_penalty": -0.05, "benchmark": "none", "returns": "simple"}
 
@@ -84,7 +84,7 @@ def test_the_audit_checks_every_turn():
     report = env.audit(prices, states, outcomes, cfg)
     assert report["states_checked"] == len(states) and report["train_to_test"]["embargo_periods"] >= 9
     bad = states.copy()
-    history = [sequential._plain(h) for h in states.turn_history]
+    history = [lists.plain(h) for h in states.turn_history]
     history[2][1][0][-1] += 0.01  # state 2's turn 3 shows another last day for A
     bad["turn_history"] = pd.Series(history, dtype=object)
     with pytest.raises(HitchhikerError, match=f"state {states.state_id[2]} .*turn 3's turn_history are not"):

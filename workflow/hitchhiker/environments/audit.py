@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from hitchhiker import config, frequency, signals
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments import prompts
+from hitchhiker.environments import lists, prompts
 from hitchhiker.environments import states as states_mod
 
 
@@ -75,14 +75,6 @@ def decision_positions(states: pd.DataFrame, dates: pd.DatetimeIndex) -> np.ndar
     if (pos < 0).any():
         fail(states, int(np.argmax(pos < 0)), "decision date is not a date of the prices")
     return pos
-
-
-def _flat(column: pd.Series, depth: int) -> np.ndarray:
-    """The values of a list column (``depth`` levels of lists) as one flat array."""
-    arr = pa.array(column.map(list) if column.dtype == object else column)
-    for _ in range(depth):
-        arr = pc.list_flatten(arr)
-    return arr.to_numpy(zero_copy_only=False).astype(float)
 
 
 def audit(
@@ -142,7 +134,7 @@ def audit(
             j = int(np.argmin(same))
             fail(states, rows[j], _first_difference(stored[j].as_py(), expect[j].as_py(), freq, hd, dates[days[j]]))
         want = states_mod.shown_returns(shown)
-        got = _flat(group["shown_returns"], 2)
+        got = lists.flat(group["shown_returns"], 2)
         if got.size != want.size or not np.array_equal(got.reshape(want.shape), want):
             bad = got.size != want.size or ~np.all(got.reshape(want.shape) == want, axis=(1, 2))
             fail(
@@ -154,7 +146,7 @@ def audit(
             check_signals(states, rows, names, dates[days], cfg, raw)
         fwd = closes[(days + h)[:, None], order] / closes[days[:, None], order] - 1
         o = out.iloc[rows]
-        got = _flat(o["forward_returns"], 1)
+        got = lists.flat(o["forward_returns"], 1)
         wrong = pd.DatetimeIndex(o["outcome_date"]) != dates[days + h]
         wrong |= got.size != fwd.size or ~np.all(np.isclose(got.reshape(fwd.shape), fwd), axis=1)
         if wrong.any():
@@ -191,7 +183,7 @@ def check_signals(states: pd.DataFrame, rows: np.ndarray, names: np.ndarray, day
         ).fetchnumpy()
         want = prompts.signals_as_shown(np.asarray(got["value"], dtype=float)).reshape(s, k)
         column = f"{states_mod.SIGNAL_PREFIX}{name}"
-        have = _flat(states.loc[rows, column], 1) if column in states else np.zeros(0)
+        have = lists.flat(states.loc[rows, column], 1) if column in states else np.zeros(0)
         bad = np.ones(s, bool) if have.size != want.size else ~np.all(have.reshape(s, k) == want, axis=1)
         if bad.any():
             j = int(np.argmax(bad))

@@ -23,17 +23,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hitchhiker.environments import answers
+from hitchhiker.environments import answers, lists
 from hitchhiker.environments.states import SIGNAL_PREFIX
-
-
-def _padded(column, width: int, fill: float) -> np.ndarray:
-    """A list<double> column as (rows, width), padded with ``fill``."""
-    arr = pa.array(column.map(list) if column.dtype == object else column)
-    k = pc.list_value_length(arr).to_numpy(zero_copy_only=False)
-    out = np.full((len(arr), width), fill)
-    out[np.arange(width) < k[:, None]] = pc.list_flatten(arr).to_numpy(zero_copy_only=False)
-    return out
 
 
 def weights(states: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -76,7 +67,7 @@ def weights(states: pd.DataFrame) -> dict[str, np.ndarray]:
         "mean_reversion": highest(total, lowest=True),
     }
     for column in (c for c in states.columns if c.startswith(SIGNAL_PREFIX)):
-        out[f"higher_{column.removeprefix(SIGNAL_PREFIX)}"] = highest(_padded(states[column], width, np.nan))
+        out[f"higher_{column.removeprefix(SIGNAL_PREFIX)}"] = highest(lists.padded(states[column], width, np.nan))
     return out
 
 
@@ -86,10 +77,8 @@ def rewards(states: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict) -> p
     fwd_col = outcomes.set_index("state_id").loc[states["state_id"], "forward_returns"].reset_index(drop=True)
     w = weights(states)
     width = next(iter(w.values())).shape[1]
-    fwd = _padded(fwd_col, width, 0.0)
-    k = pc.list_value_length(pa.array(fwd_col.map(list) if fwd_col.dtype == object else fwd_col)).to_numpy(
-        zero_copy_only=False
-    )
+    fwd = lists.padded(fwd_col, width, 0.0)
+    k = lists.lengths(fwd_col)
     valid = np.ones(len(states), bool)
     return pd.concat(
         [

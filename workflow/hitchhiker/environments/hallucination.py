@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 
 from hitchhiker import frequency
-from hitchhiker.environments import answers, prompts
+from hitchhiker.environments import answers, lists, prompts
 
 # Each pattern opens with a lookahead for the characters a match can start with (and _SUM
 # for the "=" it needs): Python's re then rejects most positions of the joined text at once,
@@ -196,14 +196,6 @@ def _value(text: str) -> float:
 _SEP = "\x00"  # joins the completions: no rule's pattern or look-around matches it or across it
 
 
-def _padded(arrays: list[np.ndarray]) -> np.ndarray:
-    """Rows of unequal length as one float array, NaN-padded (NaN is never close to anything)."""
-    out = np.full((len(arrays), max(map(len, arrays), default=0) or 1), np.nan)
-    for i, a in enumerate(arrays):
-        out[i, : len(a)] = a
-    return out
-
-
 class _Batch:
     """Completions joined into one text, and what each one's prompt shows, as arrays."""
 
@@ -241,7 +233,7 @@ class _Batch:
         signs = [m.group(1) for m in matches]
         value = np.array([float(m.group(2)) * (-1 if s == "-" else 1) for m, s in zip(matches, signs, strict=True)])
         row, refs = self.references(matches)
-        ref = _padded([getattr(r, table) for r in refs])[row]
+        ref = lists.padded([getattr(r, table) for r in refs])[row]
         ref = np.where(np.array([bool(s) for s in signs])[:, None], ref, np.abs(ref))
         close = np.abs(ref - value[:, None]) <= tol(ref)
         return [m for m, ok in zip(matches, close.any(axis=1), strict=True) if not ok]
@@ -311,12 +303,6 @@ def _unknown_tickers(b: _Batch) -> np.ndarray:
     return np.bincount(np.asarray(unknown, dtype=np.int64), minlength=b.n).astype(np.int64)
 
 
-def _pylist(values) -> list:
-    """A column as a Python list: one conversion, where iterating an Arrow-backed column
-    builds a scalar per element."""
-    return values.tolist() if hasattr(values, "tolist") else list(values)
-
-
 def check_many(completions, prompts_, tickers_) -> pd.DataFrame:
     """:class:`Claims` of each completion against its own prompt and tickers, a row each.
 
@@ -325,9 +311,9 @@ def check_many(completions, prompts_, tickers_) -> pd.DataFrame:
     with their prompts' values as arrays. A batch in which a completion holds a NUL itself
     is checked one completion at a time.
     """
-    texts = ["" if c is None else str(c) for c in _pylist(completions)]
-    prompts_ = _pylist(prompts_)
-    tickers_ = [list(t) for t in _pylist(tickers_)]
+    texts = ["" if c is None else str(c) for c in lists.pylist(completions)]
+    prompts_ = lists.pylist(prompts_)
+    tickers_ = [list(t) for t in lists.pylist(tickers_)]
     if len(texts) > 1 and any(_SEP in t for t in texts):
         rows = [check_many([t], [p], [k]) for t, p, k in zip(texts, prompts_, tickers_, strict=True)]
         return pd.concat(rows, ignore_index=True)

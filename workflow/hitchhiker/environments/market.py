@@ -15,12 +15,10 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from hitchhiker import metrics
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments import answers, audit, baselines, hallucination, prompts, states
+from hitchhiker.environments import answers, audit, baselines, hallucination, lists, prompts, states
 from hitchhiker.environments.base import Environment
 
 FORMAT_SIZES = {"elementwise": 1, "pairwise": 2, "listwise": 4}  # the tiny model's practice prompts
@@ -117,19 +115,16 @@ class Market(Environment):
     ) -> pd.DataFrame:
         out = outcomes.set_index("state_id")
         pos = out.index.get_indexer(samples["state_id"])
-        k_state = np.fromiter(map(len, out["forward_returns"]), np.int64, len(out))
-        fwd_state = np.zeros((len(out), max(1, k_state.max(initial=1))))
-        fwd_state[np.arange(fwd_state.shape[1]) < k_state[:, None]] = np.concatenate(
-            [np.asarray(r, dtype=float) for r in out["forward_returns"]]
-        )
+        k_state = lists.lengths(out["forward_returns"])
+        fwd_state = lists.padded(out["forward_returns"], fill=0.0)
         frame = answers.score_many(
             samples["completion"], out["format"].to_numpy()[pos], fwd_state[pos], k_state[pos], reward_cfg
         ).set_axis(samples.index)
         seen = states_.set_index("state_id").loc[samples["state_id"], ["prompt", "tickers"]]
         claims = hallucination.check_many(samples["completion"], seen["prompt"], seen["tickers"])
-        w = np.zeros((len(pos), fwd_state.shape[1]))  # score_many's weights: k per valid answer, none per invalid
-        kept = np.where(frame["valid"], k_state[pos], 0)
-        w[np.arange(w.shape[1]) < kept[:, None]] = pc.list_flatten(pa.array(frame["weights"])).to_numpy()
+        w = lists.padded(
+            frame["weights"], fwd_state.shape[1], 0.0
+        )  # score_many's: k per valid answer, none per invalid
         frame["correct"] = correct(w, frame["valid"].to_numpy(), fwd_state[pos], k_state[pos])
         frame["preference"] = preference(frame["ranking"], frame["weights"])
         return pd.concat([frame, hallucination.with_totals(claims.set_axis(samples.index))], axis=1)

@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from hitchhiker import frequency, metrics
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments import answers, audit, hallucination, market, prompts, states
+from hitchhiker.environments import answers, audit, hallucination, lists, market, prompts, states
 from hitchhiker.environments.base import Environment
 
 QUESTION = (
@@ -112,30 +112,6 @@ def _weights(answer: str, k: int) -> np.ndarray:
     """The weights an answer sets (NaN for an invalid one: hold)."""
     a = answers.parse(answer, "listwise", k)
     return np.asarray(a.weights, dtype=float) if a.valid else np.full(k, np.nan)
-
-
-def _list_column(values: np.ndarray, kind: pa.DataType | None = None) -> pd.Series:
-    """An array (rows, a, b, ...) as nested lists, one per row (of doubles unless ``kind``)."""
-    arr = pa.array(values.reshape(-1), kind or pa.float64())
-    for axis in range(values.ndim - 1, 0, -1):  # offsets, not fixed sizes: an axis may be empty (one turn)
-        count = int(np.prod(values.shape[:axis]))
-        arr = pa.ListArray.from_arrays(pa.array(np.arange(count + 1, dtype=np.int32) * values.shape[axis]), arr)
-    return pd.Series(arr, dtype=pd.ArrowDtype(arr.type))
-
-
-def _plain(x):
-    """Nested lists of floats from what a list column holds (lists, NumPy object arrays of arrays)."""
-    if isinstance(x, np.ndarray) and x.dtype != object:
-        return x.tolist()
-    if isinstance(x, list | tuple | np.ndarray):
-        return [_plain(v) for v in x]
-    return x
-
-
-def _nested(column: pd.Series, shape: tuple[int, ...]) -> np.ndarray:
-    """A nested list column as an array (rows, *shape); one entry of ``shape`` may be -1."""
-    values = [_plain(x) for x in column]
-    return np.asarray(values, dtype=float).reshape(len(column), *shape)
 
 
 def first_prompts(names: np.ndarray, shown: dict[str, np.ndarray], turns: int, step: int, freq: str) -> pa.Array:
@@ -230,7 +206,7 @@ class Sequential(Environment):
         shown, turn_days, history, turn_returns, period, total = self.episode_data(closes, volume, days, order, st)
         text = first_prompts(names, shown, turns, st["horizon"] // turns, freq)
         ids = states.state_ids(fmt, dates[days], st["horizon"], names, text)
-        tickers = _list_column(names.astype(str), pa.string())
+        tickers = lists.from_array(names.astype(str), pa.string())
         state_frame = pd.DataFrame(
             {
                 "state_id": ids,
@@ -240,12 +216,12 @@ class Sequential(Environment):
                 "tickers": tickers,
                 "prompt": pd.Series(text, dtype=pd.ArrowDtype(pa.string())),
                 "history_days": st["window"],
-                "shown_returns": _list_column(states.shown_returns(shown)),
+                "shown_returns": lists.from_array(states.shown_returns(shown)),
                 "turns": turns,
                 "frequency": freq,
                 "turn_dates": list(dates[turn_days.ravel()].to_numpy().reshape(turn_days.shape)),
-                "turn_history": _list_column(history),
-                "turn_returns": _list_column(turn_returns),
+                "turn_history": lists.from_array(history),
+                "turn_returns": lists.from_array(turn_returns),
             }
         )
         outcome_frame = pd.DataFrame(
@@ -254,8 +230,8 @@ class Sequential(Environment):
                 "format": fmt,
                 "outcome_date": dates[days + st["horizon"]],
                 "tickers": tickers,
-                "forward_returns": _list_column(total),
-                "period_returns": _list_column(period),
+                "forward_returns": lists.from_array(total),
+                "period_returns": lists.from_array(period),
             }
         )
         return state_frame, outcome_frame
@@ -307,7 +283,7 @@ class Sequential(Environment):
                 fail(int(rows[np.argmax(np.broadcast_to(bad, len(rows)))]),
                      f"its turns are not every {frequency.periods(freq, step)} from its date")  # fmt: skip
             for column, want in (("turn_history", history), ("turn_returns", turn_returns)):
-                got = _nested(group[column], want.shape[1:])
+                got = lists.nested(group[column], want.shape[1:])
                 bad = ~np.isclose(got, want, rtol=0, atol=1e-12).reshape(len(rows), turns - 1, -1).all(2)
                 if bad.any():
                     row, turn = np.argwhere(bad)[0]
@@ -316,8 +292,8 @@ class Sequential(Environment):
             o = out.iloc[rows]
             k = names.shape[1]
             wrong = pd.DatetimeIndex(o["outcome_date"]).to_numpy() != dates[pos[rows] + st["horizon"]].to_numpy()
-            wrong |= ~np.isclose(_nested(o["forward_returns"], (k,)), total).all(1)
-            wrong |= ~np.isclose(_nested(o["period_returns"], (turns, k)), period).all((1, 2))
+            wrong |= ~np.isclose(lists.nested(o["forward_returns"], (k,)), total).all(1)
+            wrong |= ~np.isclose(lists.nested(o["period_returns"], (turns, k)), period).all((1, 2))
             if wrong.any():
                 fail(
                     int(rows[np.argmax(wrong)]),
@@ -331,10 +307,10 @@ class Sequential(Environment):
             return None
         k = len(state["tickers"])
         step = int(state["horizon"]) // turns
-        returns = _nested(pd.Series([state["turn_returns"]]), (turns - 1, k))[:, :turn]
+        returns = lists.nested(pd.Series([state["turn_returns"]]), (turns - 1, k))[:, :turn]
         weights = np.asarray([_weights(a, k) for a in answers_so_far])[None]
         value, _, drift = simulate(weights, returns, reward_cfg["cost_bps"])
-        history = _nested(pd.Series([state["turn_history"]]), (turns - 1, k, step))[:, turn - 1]
+        history = lists.nested(pd.Series([state["turn_history"]]), (turns - 1, k, step))[:, turn - 1]
         freq = state["frequency"]
         sections = prompts.sections_batch(np.asarray([list(state["tickers"])]), {"returns": history}, freq)
         # before this turn's trade: the value reached, the weights drifted to it
@@ -369,7 +345,9 @@ class Sequential(Environment):
                 shown = self._turn_prompts(state, said, reward_cfg)
                 counts = [hallucination.check(a, p, state["tickers"]) for a, p in zip(said, shown, strict=False)]
                 claims.append(np.sum(counts, axis=0) if counts else np.zeros(len(hallucination.Claims._fields), int))
-            result = outcomes_of(weights, _nested(out["period_returns"].iloc[rows], (turns, k)), invalid, reward_cfg)
+            result = outcomes_of(
+                weights, lists.nested(out["period_returns"].iloc[rows], (turns, k)), invalid, reward_cfg
+            )
             frame = pd.DataFrame(
                 {
                     "action": actions,
@@ -404,11 +382,11 @@ class Sequential(Environment):
             group = states_.iloc[rows]
             turns, n = int(group["turns"].iloc[0]), len(rows)
             step = int(group["horizon"].iloc[0]) // turns
-            returns = _nested(out["period_returns"].iloc[rows], (turns, k))
+            returns = lists.nested(out["period_returns"].iloc[rows], (turns, k))
             hold = np.full((n, turns, k), np.nan)
             hold[:, 0] = 1 / k
-            first = _nested(group["shown_returns"].map(lambda t: [float(np.sum(x)) for x in t]), (k,))
-            later = prompts.as_shown(100 * _nested(group["turn_history"], (turns - 1, k, step))).sum(3)
+            first = lists.nested(group["shown_returns"].map(lambda t: [float(np.sum(x)) for x in t]), (k,))
+            later = prompts.as_shown(100 * lists.nested(group["turn_history"], (turns - 1, k, step))).sum(3)
             momentum = np.eye(k)[np.argmax(np.concatenate([first[:, None], later], axis=1), axis=2)]
             for name, w in (
                 ("buy_and_hold", hold),

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from hitchhiker import config, frequency, signals
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments import prompts
+from hitchhiker.environments import lists, prompts
 
 SPLITS = ("train", "validation", "test")
 
@@ -242,16 +242,6 @@ def shown_returns(shown: dict[str, np.ndarray]) -> np.ndarray:
     return 100 * (p[..., 1:] / p[..., :-1] - 1)
 
 
-def _ragged(values: np.ndarray, width: np.ndarray) -> pa.Array:
-    """(states, k, periods) values as list<list<double>>, state i keeping its last width[i] periods."""
-    s, k, n = values.shape
-    keep = np.broadcast_to(np.arange(n) >= (n - width)[:, None, None], values.shape)
-    inner = pa.ListArray.from_arrays(
-        pa.array(np.concatenate([[0], np.cumsum(np.repeat(width, k))]).astype(np.int32)), pa.array(values[keep])
-    )
-    return pa.ListArray.from_arrays(pa.array(np.arange(s + 1, dtype=np.int32) * k), inner)
-
-
 SIGNAL_PREFIX = "signal_"
 
 
@@ -261,15 +251,7 @@ def signal_columns(values: np.ndarray | None, names: list[str]) -> dict[str, pd.
     if values is None:
         return {}
     shown = prompts.signals_as_shown(values)
-    s, k, _ = shown.shape
-    offsets = pa.array(np.arange(s + 1, dtype=np.int32) * k)
-    dtype = pd.ArrowDtype(pa.list_(pa.float64()))
-    return {
-        f"{SIGNAL_PREFIX}{name}": pd.Series(
-            pa.ListArray.from_arrays(offsets, pa.array(shown[..., j].ravel())), dtype=dtype
-        )
-        for j, name in enumerate(names)
-    }
+    return {f"{SIGNAL_PREFIX}{name}": lists.from_array(shown[..., j]) for j, name in enumerate(names)}
 
 
 def make_states(
@@ -355,11 +337,7 @@ def _build(fmt, days, order, closes, volume, dates, columns, st, fits, news, fre
     back = pa.array(np.argsort(np.concatenate(placed), kind="stable"))
     prompt_arr = pa.concat_arrays(parts).take(back)
     ids = state_ids(fmt, dates[days], h, names, prompt_arr)
-    k = names.shape[1]
-    tickers = pd.Series(
-        pa.FixedSizeListArray.from_arrays(pa.array(names.ravel().astype(str)), k).cast(pa.list_(pa.string())),
-        dtype=pd.ArrowDtype(pa.list_(pa.string())),
-    )
+    tickers = lists.from_array(names.astype(str), pa.string())
     fwd = closes[(days + h)[:, None], order] / closes[days[:, None], order] - 1
     state_frame = pd.DataFrame(
         {
@@ -370,7 +348,7 @@ def _build(fmt, days, order, closes, volume, dates, columns, st, fits, news, fre
             "tickers": tickers,
             "prompt": pd.Series(prompt_arr, dtype=pd.ArrowDtype(pa.string())),
             "history_days": kept,
-            "shown_returns": pd.Series(_ragged(returns, width), dtype=pd.ArrowDtype(pa.list_(pa.list_(pa.float64())))),
+            "shown_returns": lists.ragged(returns, width),
             **signal_columns(signal_values, st["signals"]),
         }
     )
@@ -380,10 +358,7 @@ def _build(fmt, days, order, closes, volume, dates, columns, st, fits, news, fre
             "format": fmt,
             "outcome_date": dates[days + h],
             "tickers": tickers,
-            "forward_returns": pd.Series(
-                pa.FixedSizeListArray.from_arrays(pa.array(fwd.ravel()), k).cast(pa.list_(pa.float64())),
-                dtype=pd.ArrowDtype(pa.list_(pa.float64())),
-            ),
+            "forward_returns": lists.from_array(fwd),
         }
     )
     return state_frame, outcome_frame
