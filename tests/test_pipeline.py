@@ -143,6 +143,9 @@ def test_replay_buffer_accumulates_rounds_with_consistent_rewards(pipeline):
             "GROUP BY ALL HAVING count(*) > 1)"
         ).fetchone()[0]
         assert dup == 0
+        stored = con.execute("SELECT state_id FROM states UNION ALL SELECT state_id FROM outcomes").fetchall()
+        drawn = con.execute("SELECT DISTINCT state_id FROM rollouts").fetchall()
+        assert sorted(stored) == sorted(drawn * 2)  # the states drawn from, each once, no more
         rows = con.execute("""SELECT r.completion, s.format, o.forward_returns, c.valid, c.reward
                               FROM scores c JOIN rollouts r USING (run, round, state_id, sample_idx)
                               JOIN states s USING (run, state_id) JOIN outcomes o USING (run, state_id)""").fetchall()

@@ -3,8 +3,9 @@
 The buffer of round r is a copy of round r-1's with round r's rows added, so every round's
 buffer is an immutable artifact (Snakemake's) and the file accumulates across rounds. Tables
 (keys in brackets; writing a round again replaces its rows):
-  states    [run, state_id]                    the states table (the environment's columns)
-  outcomes  [run, state_id]                    the outcomes table (the environment's columns)
+  states    [run, state_id]                    the states the rollouts so far were drawn from
+                                                (the environment's columns)
+  outcomes  [run, state_id]                    their outcomes (the environment's columns)
   prompts   [run, round, state_id]              the first prompt's token ids the round's policy saw
   rollouts  [run, round, state_id, sample_idx]  completions (whole episodes: completion_ids run
                                                 from the end of the prompt to the end of the
@@ -48,8 +49,8 @@ def write(
     tables: dict[str, pd.DataFrame | pa.Table],
 ) -> tuple[float, float, float]:
     """The buffer of round ``round_``: ``previous`` (round r-1's, or None) with this round's
-    rows of ``tables`` (states, outcomes, prompts, rollouts, scores) in place of any it held,
-    written atomically to ``out``. Returns the round's valid rate, mean reward and unsupported
+    rows of ``tables`` (prompts, rollouts, scores, and the states and outcomes they refer to)
+    in place of any it held, written atomically to ``out``. Returns the round's valid rate, mean reward and unsupported
     claims per sample, as stored."""
     if previous and not Path(previous).is_file():
         raise HitchhikerError(f"previous replay buffer {previous} does not exist")
@@ -65,8 +66,8 @@ def write(
             # created outside the transaction: a table created inside it and filled with more than
             # one row group read back empty in the same connection after COMMIT (DuckDB 1.x)
             con.execute("BEGIN TRANSACTION")
-            for name in ("states", "outcomes"):
-                con.execute(f"DELETE FROM {name} WHERE run = ?", [run])
+            for name in ("states", "outcomes"):  # a state drawn again in a later round is replaced
+                con.execute(f"DELETE FROM {name} WHERE run = ? AND state_id IN (SELECT state_id FROM {name}_in)", [run])
                 con.execute(f"INSERT INTO {name} BY NAME SELECT ?::VARCHAR AS run, * FROM {name}_in", [run])
             for name in ("prompts", "rollouts", "scores"):
                 con.execute(f"DELETE FROM {name} WHERE run = ? AND round = ?", [run, round_])

@@ -18,6 +18,9 @@ Usage:
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from hitchhiker import artifacts, buffer, cli, config, environments
 
 SECTIONS = ["run", "environment", "reward", "grounding"]
@@ -42,15 +45,16 @@ def main(argv: list[str] | None = None) -> None:
         raise cli.HitchhikerError(
             f"{args.rollouts} holds rounds {sorted(set(keys['round']))}, not --round {args.round}"
         )
-    states, outcomes = (
-        artifacts.read_table(args.states, artifacts.STATES),
-        artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES),
-    )
+    drawn = pa.array(keys["state_id"].unique())
+    # only the states this round drew from (a few thousand of a split's many): to pandas and into the buffer
+    states = artifacts.read_table(args.states, artifacts.STATES).filter(pc.is_in(pc.field("state_id"), drawn))
+    outcomes = artifacts.read_table(args.outcomes, artifacts.OUTCOMES)
+    outcomes = outcomes.filter(pc.is_in(pc.field("state_id"), drawn)).to_pandas()
     prompts = artifacts.read_table(args.prompts, artifacts.PROMPTS)
-    unprompted = set(keys["state_id"].unique()) - set(prompts["state_id"].to_pylist())
+    unprompted = set(drawn.to_pylist()) - set(prompts["state_id"].to_pylist())
     if unprompted:
         raise cli.HitchhikerError(f"{args.rollouts}: state {min(unprompted)} has no prompt ids in {args.prompts}")
-    missing = set(keys["state_id"].unique()) - set(outcomes["state_id"])
+    missing = set(drawn.to_pylist()) - set(outcomes["state_id"])
     if missing:
         raise cli.HitchhikerError(f"{args.rollouts}: state {min(missing)} has no outcome in {args.outcomes}")
     env = environments.get(cfg["environment"])
