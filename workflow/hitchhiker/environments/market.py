@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from hitchhiker import metrics
 from hitchhiker.cli import HitchhikerError
@@ -41,13 +43,20 @@ def correct(weights: np.ndarray, valid: np.ndarray, fwd: np.ndarray, k: np.ndarr
     return np.where(decided, right.astype(float), np.nan)
 
 
-def preference(rankings, weights) -> list[list[float]]:
-    """What each answer prefers, per ticker: its weights, or for a ranking k - rank."""
-    out = []
-    for ranking, w in zip(rankings.tolist(), weights.tolist(), strict=True):  # once, not a scalar per element
-        ranking = list(ranking)
-        out.append([float(len(ranking) - ranking.index(j)) for j in range(len(ranking))] if ranking else list(w))
-    return out
+def preference(rankings, weights) -> pd.Series:
+    """What each answer prefers, per ticker: its weights, or for a ranking k - rank (the
+    first of k tickers gets k). Array arithmetic on the flattened lists, no loop per answer."""
+    rank = pa.array(lists.pylist(rankings), pa.list_(pa.int64()))
+    length = np.where((n_rank := lists.lengths(rank)) > 0, n_rank, n_weights := lists.lengths(weights))
+    offset = np.concatenate([[0], np.cumsum(length)])
+    out = np.empty(offset[-1])
+    by_weights = np.repeat(n_rank == 0, n_weights)
+    out[np.repeat(n_rank == 0, length)] = lists.flat(weights, 1)[by_weights]
+    row = np.repeat(np.arange(len(rank)), n_rank)
+    place = np.arange(len(row)) - np.repeat(np.cumsum(n_rank) - n_rank, n_rank)  # position in its ranking
+    out[offset[row] + pc.list_flatten(rank).to_numpy(zero_copy_only=False)] = n_rank[row] - place
+    arr = pa.ListArray.from_arrays(pa.array(offset.astype(np.int32)), pa.array(out))
+    return pd.Series(arr, dtype=pd.ArrowDtype(arr.type))
 
 
 def discrete_actions(fmt: str, k: int) -> list[tuple[str, list[float]]]:
