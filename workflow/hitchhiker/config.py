@@ -243,13 +243,3 @@ def load(arg: str | Path, sections: set[str] | None = None) -> dict:
 def subset(cfg: dict, sections: list[str]) -> str:
     """The JSON a Snakemake rule passes to a stage: only the sections it reads."""
     return json.dumps({k: cfg[k] for k in sections if k in cfg}, sort_keys=True)
-
-
-def set_size(fmt: str, states_cfg: dict) -> int:
-    """Tickers in a state of format ``fmt``."""
-    return {"elementwise": 1, "pairwise": 2}.get(fmt, states_cfg.get("list_size", 4))
-
-
-def embargo(states_cfg: dict) -> int:
-    e = states_cfg.get("embargo")
-    return states_cfg["horizon"] if e is None else e

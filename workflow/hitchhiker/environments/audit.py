@@ -25,7 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hitchhiker import config, frequency, signals
+from hitchhiker import frequency, signals
 from hitchhiker.cli import HitchhikerError
 from hitchhiker.environments import lists, prompts
 from hitchhiker.environments import states as states_mod
@@ -208,10 +208,10 @@ def splits_report(states: pd.DataFrame, outcome_dates: pd.Series, pos: np.ndarra
         gap = int(pos[b].min() - pos[a].max())
         reach = pd.Timestamp(np.asarray(outcome_dates)[a].max())
         first = states.date[b].min()
-        if gap < config.embargo(st) or reach > first:
+        if gap < states_mod.embargo(st) or reach > first:
             raise HitchhikerError(
                 f"leakage audit: {earlier} outcomes reach {reach.date()}, the {later} window starts "
-                f"{first.date()} ({frequency.periods(freq, gap)} apart, embargo {config.embargo(st)})"
+                f"{first.date()} ({frequency.periods(freq, gap)} apart, embargo {states_mod.embargo(st)})"
             )
         report[f"{earlier}_to_{later}"] = {"last_outcome": str(reach.date()), "embargo_periods": gap}
     for split in present:

@@ -29,11 +29,22 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from hitchhiker import config, frequency, signals
+from hitchhiker import frequency, signals
 from hitchhiker.cli import HitchhikerError
 from hitchhiker.environments import lists, prompts
 
 SPLITS = ("train", "validation", "test")
+
+
+def set_size(fmt: str, states_cfg: dict) -> int:
+    """Tickers in a state of format ``fmt``."""
+    return {"elementwise": 1, "pairwise": 2}.get(fmt, states_cfg.get("list_size", 4))
+
+
+def embargo(states_cfg: dict) -> int:
+    """Periods from a split's last decision date to the next one's first: states.embargo, else the horizon."""
+    e = states_cfg.get("embargo")
+    return states_cfg["horizon"] if e is None else e
 
 
 def wide(prices: pd.DataFrame, cfg: dict, column: str = "close") -> pd.DataFrame:
@@ -61,7 +72,7 @@ def draws(dates: pd.DatetimeIndex, n_tickers: int, st: dict, seed: int):
     rng = np.random.default_rng(seed)
     for split, idx in split_indices(dates, st).items():
         for fmt in st["formats"]:
-            k = config.set_size(fmt, st)
+            k = set_size(fmt, st)
             if k > n_tickers:
                 raise HitchhikerError(
                     f"config key states.list_size = {k}: more than the {n_tickers} tickers in data.tickers"
@@ -202,7 +213,7 @@ def split_indices(dates: pd.DatetimeIndex, st: dict) -> dict[str, np.ndarray]:
     # walking back from the last split, cut each earlier one to end an embargo before the next
     for nxt, prev in itertools.pairwise(reversed(list(out))):
         if len(out[nxt]):
-            out[prev] = out[prev][out[prev] + config.embargo(st) <= out[nxt][0]]
+            out[prev] = out[prev][out[prev] + embargo(st) <= out[nxt][0]]
     for split, idx in out.items():
         if len(idx) == 0:
             raise HitchhikerError(
