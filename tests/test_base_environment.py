@@ -45,8 +45,9 @@ def test_practice_turns_make_the_default_corpus():
 
 
 def test_the_shipped_environments_are_subclasses_and_only_the_single_turn_ones_price_actions():
-    assert all(isinstance(env, Environment) for env in environments.ENVIRONMENTS.values())
-    assert {name for name, env in environments.ENVIRONMENTS.items() if env.prices_actions()} == {"market", "synthetic"}
+    shipped = {name: environments.get(name) for name in environments.ENVIRONMENTS}
+    assert all(isinstance(env, Environment) and env.name == name for name, env in shipped.items())
+    assert {name for name, env in shipped.items() if env.prices_actions()} == {"market", "synthetic"}
     cfg = tiny_config(environment="sequential", states={**tiny_config()["states"], "turns": 2, "horizon": 4})
     with pytest.raises(HitchhikerError, match=r"train\.objective = full_information: the sequential environment"):
         config.validate({**cfg, "train": {**cfg["train"], "objective": "full_information"}})

@@ -283,6 +283,7 @@ STAGES = {
         # every stage validates its config through the environment's check_config
         ("environments/market", STAGES),
         ("environments/hallucination", STAGES),  # run by score and evaluate through the protocol
+        ("environments/sequential", set()),  # another environment's module: only the configured one is an input
         ("policy", STAGES - {"fetch_prices"}),  # base_model, build_states, rollout, evaluate import it
     ],
 )

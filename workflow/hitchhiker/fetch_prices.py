@@ -30,7 +30,6 @@ import numpy as np
 import pandas as pd
 
 from hitchhiker import artifacts, cli, config, environments, frequency
-from hitchhiker.environments import states as market_states
 
 SECTIONS = ["run", "environment", "data", "states"]
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sp500_dataset.csv.gz"
@@ -454,7 +453,7 @@ def fetch(cfg: dict) -> tuple[pd.DataFrame, list[str]]:
             f"no prices for {', '.join(empty)} between {start} and {end} (config keys {keys}, padded by the window "
             f"and horizon); the {data['source']} source has {empty[0]} on {span}"
         )
-    need = max(market_states.set_size(f, states) for f in states["formats"])
+    need = environments.get(cfg["environment"]).tickers_per_state(cfg)
     prices, notes = clean(prices.reset_index(drop=True), data["faults"], need)
     freq = frequency.detect(prices["date"])
     frequency.check_horizon(freq, states["horizon"])

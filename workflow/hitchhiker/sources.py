@@ -2,8 +2,8 @@
 workflow on every run and in every Slurm job; importing a stage would import torch).
 
 :func:`files` is a stage module's file and every hitchhiker module it imports, transitively
-(inside functions too), so a rule reruns when any code it runs changes: the environments
-come in whole, through their package, whichever the config picks. :func:`sections` is the
+(inside functions too), so a rule reruns when any code it runs changes; of the
+environments, only the configured one's modules. :func:`sections` is the
 stage's SECTIONS, the config sections its rule passes it.
 """
 
@@ -42,16 +42,29 @@ def _imports(path: Path) -> set[str]:
     return {m for m in out if m != "hitchhiker" and _path(m) is not None}
 
 
-def files(stage: str) -> list[str]:
-    """Source files of hitchhiker.<stage> and of every hitchhiker module it imports, sorted."""
+def environment_module(name: str) -> str | None:
+    """The module of environment ``name``, read from the registry's ENVIRONMENTS literal."""
+    for node in _tree(PACKAGE / "environments" / "__init__.py").body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["ENVIRONMENTS"]:
+            return ast.literal_eval(node.value).get(name)
+    return None
+
+
+def files(stage: str, environment: str | None = None) -> list[str]:
+    """Source files of hitchhiker.<stage> and of every hitchhiker module it imports, sorted;
+    when it imports the environments, those of ``environment``'s module (the registry imports
+    the configured one only, at run time)."""
     seen: set[Path] = set()
     todo = [f"hitchhiker.{stage}"]
+    registry = PACKAGE / "environments" / "__init__.py"
     while todo:
         path = _path(todo.pop())
         if path is None or path in seen:
             continue
         seen.add(path)
         todo.extend(_imports(path))
+        if path == registry and environment and environment_module(environment):
+            todo.append(environment_module(environment))
     return sorted(map(str, seen))
 
 

@@ -71,7 +71,7 @@ def cfg(stage):
 def code(stage):
     """The source files a stage runs (its module and every hitchhiker module it imports) as
     inputs: editing one reruns that stage and what follows."""
-    return sources.files(stage)
+    return sources.files(stage, config["environment"])
 
 
 def policy(r):

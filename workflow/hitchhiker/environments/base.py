@@ -77,6 +77,11 @@ class Environment:
         configured states, e.g. a split with no decision date; called before any job runs.
         Default: no check beyond the schema's."""
 
+    def tickers_per_state(self, cfg: dict) -> int:
+        """The most tickers (units of the data table) one state shows: fetch_prices keeps at
+        least this many when a fault policy drops some. Default: 1."""
+        return 1
+
     def next_turn(self, state, answers: list[str], reward_cfg: dict) -> str | None:
         """The environment's next user message after the model's ``answers`` so far in the
         episode of ``state``, or None when the episode is over. Default: one decision."""

@@ -101,6 +101,9 @@ class Market(Environment):
         else:
             states.split_indices(self.closes(prices, cfg).index, cfg["states"])
 
+    def tickers_per_state(self, cfg: dict) -> int:
+        return max(states.set_size(f, cfg["states"]) for f in cfg["states"]["formats"])
+
     def _tables(self, prices: pd.DataFrame, cfg: dict) -> tuple[pd.DataFrame, np.ndarray | None, np.ndarray | None]:
         return states.tables(prices, cfg, self.closes)
 
@@ -197,3 +200,6 @@ class Market(Environment):
         rets = rng.normal(0, 0.01, size=(k, int(rng.integers(2, 11))))
         prompt = prompts.render(fmt, names, rets, int(rng.integers(1, 21)))
         return prompt, list(answers.WORDS) if fmt == "elementwise" else list(answers.labels(k))
+
+
+ENVIRONMENT = Market("market")

@@ -140,7 +140,7 @@ class Sequential(Environment):
                 "config key states.formats: the sequential environment's episodes are pairwise or listwise, "
                 "not elementwise"
             )
-        market.Market("market").check_config({**cfg, "states": {**st, "turns": 1}} if st else cfg)
+        market.ENVIRONMENT.check_config({**cfg, "states": {**st, "turns": 1}} if st else cfg)
         if data.get("news"):
             raise HitchhikerError("config key data.news: the sequential environment shows no headlines")
         if data.get("signals"):
@@ -150,6 +150,9 @@ class Sequential(Environment):
                 "config key train.objective = dpo: the sequential environment's completions hold the environment's "
                 "turns, which DPOTrainer would train as the model's own tokens (grpo and best_answers mask them)"
             )
+
+    def tickers_per_state(self, cfg: dict) -> int:
+        return market.ENVIRONMENT.tickers_per_state(cfg)
 
     def check_data(self, prices: pd.DataFrame, cfg: dict) -> None:
         states.check_features(prices, cfg)
@@ -401,7 +404,7 @@ class Sequential(Environment):
     def corpus(self, tickers, seed):
         """The market's texts, and first and later turns of episodes on random data."""
         rng = np.random.default_rng(seed + 2)
-        texts = market.Market("market").corpus(tickers, seed)
+        texts = market.ENVIRONMENT.corpus(tickers, seed)
         for i in range(100):
             names = np.asarray([list(rng.choice(tickers, size=2, replace=False))])
             texts.append(self.practice_turn(tickers, rng, i)[0])
@@ -418,3 +421,6 @@ class Sequential(Environment):
         turns = int(rng.integers(1, 5))
         prompt = first_prompts(names, rets, turns, int(rng.integers(1, 6)), "daily")[0].as_py()
         return prompt, list(answers.labels(k))
+
+
+ENVIRONMENT = Sequential()

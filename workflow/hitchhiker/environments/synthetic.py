@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hitchhiker.environments import states
+from hitchhiker.environments import market, states
 
 PHI = 0.9
 VOL = 0.003
@@ -30,3 +30,6 @@ def simulated_closes(prices: pd.DataFrame, cfg: dict) -> pd.DataFrame:
         rets[t] = PHI * rets[t - 1] + shocks[t]
     closes = 100.0 * np.exp(np.cumsum(np.log1p(np.clip(rets, -0.5, None)), axis=0))
     return pd.DataFrame(closes, index=calendar.index, columns=calendar.columns)
+
+
+ENVIRONMENT = market.Market("synthetic", closes=simulated_closes)
