@@ -282,7 +282,8 @@ STAGES = {
         ("evaluate", {"evaluate", "summarize"}),
         # every stage validates its config through the environment's check_config
         ("environments/market", STAGES),
-        ("environments/hallucination", STAGES),  # run by score and evaluate through the protocol
+        # imported by the methods score, evaluate and summarize call (base.CALLED_BY): score onward
+        ("environments/hallucination", {"score", "grpo_train", "rollout", "evaluate", "summarize"}),
         ("environments/sequential", set()),  # another environment's module: only the configured one is an input
         ("policy", STAGES - {"fetch_prices"}),  # base_model, build_states, rollout, evaluate import it
     ],

@@ -30,10 +30,34 @@ def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(), str(path))
 
 
-def _imports(path: Path) -> set[str]:
-    """The hitchhiker modules a file imports ("from hitchhiker.x import y" names x and x.y)."""
+@functools.cache
+def _called_by() -> dict[str, tuple[str, ...]]:
+    """environments/base.py's CALLED_BY, read without importing it."""
+    for node in _tree(PACKAGE / "environments" / "base.py").body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["CALLED_BY"]:
+            return ast.literal_eval(node.value)
+    return {}
+
+
+def _nodes(tree: ast.Module, stage: str):
+    """The nodes of ``tree`` that ``stage`` runs: all, but the bodies of methods named in
+    CALLED_BY for other stages."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            called_by = _called_by().get(getattr(child, "name", None)) if isinstance(node, ast.ClassDef) else None
+            if isinstance(child, ast.FunctionDef) and called_by is not None and stage not in called_by:
+                continue
+            todo.append(child)
+
+
+def _imports(path: Path, stage: str) -> set[str]:
+    """The hitchhiker modules a file imports when ``stage`` runs it ("from hitchhiker.x
+    import y" names x and x.y)."""
     out = set()
-    for node in ast.walk(_tree(path)):
+    for node in _nodes(_tree(path), stage):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.startswith("hitchhiker.")}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("hitchhiker"):
@@ -62,7 +86,7 @@ def files(stage: str, environment: str | None = None) -> list[str]:
         if path is None or path in seen:
             continue
         seen.add(path)
-        todo.extend(_imports(path))
+        todo.extend(_imports(path, stage))
         if path == registry and environment and environment_module(environment):
             todo.append(environment_module(environment))
     return sorted(map(str, seen))

@@ -23,6 +23,16 @@ import pandas as pd
 
 from hitchhiker.cli import HitchhikerError
 
+# The stages that call the methods which import modules of their own inside their bodies (as
+# the market's score imports its claim checks): sources.files makes such a module a code
+# input of these stages only, so that editing the claim checks reruns score onward and not
+# build_states. A method not named here imports at module level, for every stage.
+# tests/test_lint.py checks these against the stages' calls.
+CALLED_BY = {
+    "score": ("score", "evaluate"),
+    "claim_rates": ("evaluate", "summarize"),
+}
+
 
 class Environment:
     name: str = "environment"

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from hitchhiker import metrics
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments import answers, audit, baselines, hallucination, lists, prompts, states
+from hitchhiker.environments import answers, audit, baselines, lists, prompts, states
 from hitchhiker.environments.base import Environment
 
 FORMAT_SIZES = {"elementwise": 1, "pairwise": 2, "listwise": 4}  # the tiny model's practice prompts
@@ -125,6 +125,10 @@ class Market(Environment):
     def score(
         self, samples: pd.DataFrame, states_: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict
     ) -> pd.DataFrame:
+        from hitchhiker.environments import (
+            hallucination,
+        )  # here: a code input of the stages that score (base.CALLED_BY)
+
         out = outcomes.set_index("state_id")
         pos = out.index.get_indexer(samples["state_id"])
         k_state = lists.lengths(out["forward_returns"])
@@ -134,9 +138,7 @@ class Market(Environment):
         ).set_axis(samples.index)
         seen = states_.set_index("state_id").loc[samples["state_id"], ["prompt", "tickers"]]
         claims = hallucination.check_many(samples["completion"], seen["prompt"], seen["tickers"])
-        w = lists.padded(
-            frame["weights"], fwd_state.shape[1], 0.0
-        )  # score_many's: k per valid answer, none per invalid
+        w = lists.padded(frame["weights"], fwd_state.shape[1], 0.0)  # k per valid answer, none per invalid
         frame["correct"] = correct(w, frame["valid"].to_numpy(), fwd_state[pos], k_state[pos])
         frame["preference"] = preference(frame["ranking"], frame["weights"])
         return pd.concat([frame, hallucination.with_totals(claims.set_axis(samples.index))], axis=1)
@@ -175,6 +177,8 @@ class Market(Environment):
         return out
 
     def claim_rates(self, scored: pd.DataFrame) -> pd.DataFrame:
+        from hitchhiker.environments import hallucination  # here: see score
+
         return hallucination.indicators(scored)
 
     def baselines(self, states_: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict) -> pd.DataFrame:

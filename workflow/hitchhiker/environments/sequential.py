@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from hitchhiker import frequency, metrics
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments import answers, audit, hallucination, lists, market, prompts, states
+from hitchhiker.environments import answers, audit, lists, market, prompts, states
 from hitchhiker.environments.base import Environment
 
 QUESTION = (
@@ -327,6 +327,10 @@ class Sequential(Environment):
         return [state["prompt"], *later]
 
     def score(self, samples, states_, outcomes, reward_cfg):
+        from hitchhiker.environments import (
+            hallucination,
+        )  # here: a code input of the stages that score (base.CALLED_BY)
+
         seen = states_.set_index("state_id").loc[samples["state_id"]]
         out = outcomes.set_index("state_id").loc[samples["state_id"]]
         parts = []
@@ -365,6 +369,8 @@ class Sequential(Environment):
         return hallucination.with_totals(pd.concat(parts).loc[samples.index])
 
     def claim_rates(self, scored):
+        from hitchhiker.environments import hallucination  # here: see score
+
         return hallucination.indicators(scored)
 
     def answer_metrics(self, scored, block, seed):
