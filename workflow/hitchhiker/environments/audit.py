@@ -165,7 +165,7 @@ def check_signals(states: pd.DataFrame, rows: np.ndarray, names: np.ndarray, day
     signals.read reads it) dated on or before the decision date, found by a DuckDB ASOF
     JOIN: not by the code that built them."""
     s, k = names.shape
-    con = states_mod._duckdb()
+    con = states_mod.shared_duckdb()
     con.register("raw", raw)
     for name in cfg["states"]["signals"]:
         wanted = pa.table(

@@ -116,7 +116,7 @@ def _draw_sets(rng, n_dates: int, n_tickers: int, k: int, per_date: int | None) 
 
 
 @functools.cache
-def _duckdb() -> duckdb.DuckDBPyConnection:
+def shared_duckdb() -> duckdb.DuckDBPyConnection:
     """One in-memory DuckDB for the process (opening one costs more than a small query)."""
     return duckdb.connect()
 
@@ -132,7 +132,7 @@ def news_blocks(news: pd.DataFrame, names: np.ndarray, first: np.ndarray, last: 
             "hi": np.repeat(last, k),
         }
     )
-    con = _duckdb()
+    con = shared_duckdb()
     con.register("wanted", wanted)
     con.register("news", news)
     got = con.execute(
@@ -167,7 +167,7 @@ def state_ids(fmt: str, dates: np.ndarray, horizon: int, names: np.ndarray, text
             "p": texts,
         }
     )
-    con = _duckdb()
+    con = shared_duckdb()
     con.register("t", table)
     sql = "SELECT substr(sha256(concat_ws(chr(31), ?, d, ?, t, p)), 1, 16) AS id FROM t"
     return con.execute(sql, [fmt, str(horizon)]).fetchnumpy()["id"]
