@@ -50,8 +50,8 @@ def write(
 ) -> tuple[float, float, float]:
     """The buffer of round ``round_``: ``previous`` (round r-1's, or None) with this round's
     rows of ``tables`` (prompts, rollouts, scores, and the states and outcomes they refer to)
-    in place of any it held, written atomically to ``out``. Returns the round's valid rate, mean reward and unsupported
-    claims per sample, as stored."""
+    in place of any it held, written atomically to ``out``. Returns the round's valid rate,
+    mean reward and unsupported claims per sample, as stored."""
     if previous and not Path(previous).is_file():
         raise HitchhikerError(f"previous replay buffer {previous} does not exist")
     with artifacts.atomic_path(out) as tmp:

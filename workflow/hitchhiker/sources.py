@@ -2,8 +2,9 @@
 workflow on every run and in every Slurm job; importing a stage would import torch).
 
 :func:`files` is a stage module's file and every hitchhiker module it imports, transitively
-(inside functions too), so a rule reruns when any code it runs changes; of the
-environments, only the configured one's modules. :func:`sections` is the
+(inside functions too, but not inside an environment's methods that base.CALLED_BY names
+for other stages), so a rule reruns when any code it runs changes; of the environments,
+only the configured one's modules. :func:`sections` is the
 stage's SECTIONS, the config sections its rule passes it.
 """
 
@@ -30,13 +31,15 @@ def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(), str(path))
 
 
-@functools.cache
-def _called_by() -> dict[str, tuple[str, ...]]:
-    """environments/base.py's CALLED_BY, read without importing it."""
-    for node in _tree(PACKAGE / "environments" / "base.py").body:
-        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["CALLED_BY"]:
+def _literal(path: Path, name: str):
+    """The value of the module-level assignment ``name = <literal>`` in ``path``, or None."""
+    for node in _tree(path).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [name]:
             return ast.literal_eval(node.value)
-    return {}
+    return None
+
+
+CALLED_BY: dict[str, tuple[str, ...]] = _literal(PACKAGE / "environments" / "base.py", "CALLED_BY")
 
 
 def _nodes(tree: ast.Module, stage: str):
@@ -47,7 +50,7 @@ def _nodes(tree: ast.Module, stage: str):
         node = todo.pop()
         yield node
         for child in ast.iter_child_nodes(node):
-            called_by = _called_by().get(getattr(child, "name", None)) if isinstance(node, ast.ClassDef) else None
+            called_by = CALLED_BY.get(getattr(child, "name", None)) if isinstance(node, ast.ClassDef) else None
             if isinstance(child, ast.FunctionDef) and called_by is not None and stage not in called_by:
                 continue
             todo.append(child)
@@ -66,14 +69,6 @@ def _imports(path: Path, stage: str) -> set[str]:
     return {m for m in out if m != "hitchhiker" and _path(m) is not None}
 
 
-def environment_module(name: str) -> str | None:
-    """The module of environment ``name``, read from the registry's ENVIRONMENTS literal."""
-    for node in _tree(PACKAGE / "environments" / "__init__.py").body:
-        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["ENVIRONMENTS"]:
-            return ast.literal_eval(node.value).get(name)
-    return None
-
-
 def files(stage: str, environment: str | None = None) -> list[str]:
     """Source files of hitchhiker.<stage> and of every hitchhiker module it imports, sorted;
     when it imports the environments, those of ``environment``'s module (the registry imports
@@ -81,20 +76,21 @@ def files(stage: str, environment: str | None = None) -> list[str]:
     seen: set[Path] = set()
     todo = [f"hitchhiker.{stage}"]
     registry = PACKAGE / "environments" / "__init__.py"
+    module = _literal(registry, "ENVIRONMENTS").get(environment)
     while todo:
         path = _path(todo.pop())
         if path is None or path in seen:
             continue
         seen.add(path)
         todo.extend(_imports(path, stage))
-        if path == registry and environment and environment_module(environment):
-            todo.append(environment_module(environment))
+        if path == registry and module:
+            todo.append(module)
     return sorted(map(str, seen))
 
 
 def sections(stage: str) -> list[str]:
     """The SECTIONS list of hitchhiker.<stage>."""
-    for node in _tree((PACKAGE / stage).with_suffix(".py")).body:
-        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["SECTIONS"]:
-            return list(ast.literal_eval(node.value))
-    raise KeyError(f"hitchhiker.{stage} has no SECTIONS")
+    found = _literal((PACKAGE / stage).with_suffix(".py"), "SECTIONS")
+    if found is None:
+        raise KeyError(f"hitchhiker.{stage} has no SECTIONS")
+    return list(found)
