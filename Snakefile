@@ -23,9 +23,8 @@ rule all:
     input:
         f"{RESULTS}/metrics.json",
         f"{RESULTS}/learning_curve.png",
-        f"{RESULTS}/equity_curves.png",
-        f"{RESULTS}/calibration.png",
         f"{RESULTS}/invalid_answers.png",
+        expand(f"{RESULTS}/{{name}}.png", name=ENV_PLOTS),
         f"{RESULTS}/headline.csv",
 
 

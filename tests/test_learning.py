@@ -37,7 +37,7 @@ def test_the_trained_policy_reads_the_planted_signal_on_held_out_dates(tmp_path)
           "--states", res / "states.parquet", "--outcomes", res / "outcomes.parquet",
           "--predictions", *(tmp_path / e for e in evals[::2]), "--metrics", *(tmp_path / e for e in evals[1::2]),
           "--out-json", tmp_path / "metrics.json", "--out-plot", tmp_path / "curve.png",
-          "--out-equity", tmp_path / "equity.png", "--out-calibration", tmp_path / "calibration.png",
+          "--out-env-plots", tmp_path / "equity_curves.png", tmp_path / "calibration.png",
           "--out-invalid", tmp_path / "invalid.png", "--out-headline", tmp_path / "headline.csv")  # fmt: skip
     summary = json.loads((tmp_path / "metrics.json").read_text())
     last = summary["rounds"][-1]["greedy"]

@@ -150,3 +150,6 @@ def test_evaluate_reports_episodes_against_the_baselines(episodes):
     assert set(summary["reward_minus_baseline"]["greedy"]) == {"buy_and_hold", "equal_weight", "momentum"}
     audit = json.loads((episodes / "audit.json").read_text())
     assert audit["train_to_test"]["embargo_periods"] >= 20  # the whole episode, not one turn
+    # the plots the environment declares: equity curves, and no calibration (no single forecast to calibrate)
+    assert (episodes / "equity_curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (episodes / "calibration.png").exists()

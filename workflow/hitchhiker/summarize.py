@@ -12,10 +12,9 @@ test states. Writes metrics.json:
                        hallucination rate (any kind, then each), paired state by state
                        (rank IC of elementwise answers: date by date)
 every mean with a 95% block-bootstrap interval over decision dates; learning_curve.png
-(valid rate, accuracy, rank IC, mean reward per round, with intervals), equity_curves.png
-(the portfolio of the last round's greedy decisions against the baselines'),
-calibration.png (weights read as probabilities against outcomes, base and last round) and
-invalid_answers.png (invalid answers by reason, per round).
+(valid rate, accuracy, rank IC, mean reward per round, with intervals), invalid_answers.png
+(invalid answers by reason, per round) and the environment's own plots (its ``plots``,
+drawn by its draw_plots: the market's equity_curves.png and calibration.png).
 
 and headline.csv, the table the console ends on (per round and mode: valid rate,
 accuracy, mean reward and unsupported claims per answer with intervals, and the mean
@@ -26,8 +25,8 @@ Usage:
       --outcomes results/default/outcomes.parquet \\
       --predictions results/default/eval/round_*/predictions.parquet \\
       --metrics results/default/eval/round_*/metrics.json --out-json results/default/metrics.json \\
-      --out-plot results/default/learning_curve.png --out-equity results/default/equity_curves.png \\
-      --out-calibration results/default/calibration.png --out-invalid results/default/invalid_answers.png \\
+      --out-plot results/default/learning_curve.png --out-invalid results/default/invalid_answers.png \\
+      --out-env-plots results/default/equity_curves.png results/default/calibration.png \\
       --out-headline results/default/headline.csv
 """
 
@@ -48,10 +47,8 @@ from hitchhiker.metrics import (
     block_bootstrap_ci,
     block_length,
     decision_stats,
-    held,
     paired_difference,
     paired_rank_ic,
-    portfolio_returns,
 )
 
 SECTIONS = ["run", "seed", "environment", "states", "reward"]
@@ -121,6 +118,13 @@ def headline(summary: dict) -> pd.DataFrame:
     return table.loc[:, (table != "").any()]  # no empty column (an environment without accuracy)
 
 
+def save(fig, path) -> None:
+    """A figure as a PNG, written atomically, then closed."""
+    with artifacts.atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+
+
 def _interval_plot(ax, xs, stats, color, label):
     # metrics.json writes an undefined figure (no valid answer to take it from) as null
     mean, lo, hi = np.array([[s["mean"], *s["ci95"]] for s in stats], dtype=float).T
@@ -148,54 +152,7 @@ def plot_learning_curve(rounds: list[dict], path) -> None:
         ax.set_xticks(xs)
     axes[0].legend()
     fig.tight_layout()
-    with artifacts.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
-
-
-def plot_equity(curves: dict[str, pd.Series], path) -> None:
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for name, returns in curves.items():
-        ax.plot(
-            returns.index,
-            np.cumprod(1 + returns.to_numpy()),
-            label=name,
-            linewidth=2.5 if name.startswith("round") else 1.2,
-        )
-    ax.set_ylabel("equity ($1 at the start)")
-    ax.set_title("portfolio induced by each policy's decisions on the test dates")
-    ax.legend(fontsize=8)
-    fig.autofmt_xdate()
-    fig.tight_layout()
-    with artifacts.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
-
-
-def plot_calibration(rounds: list[dict], path) -> None:
-    fig, axes = plt.subplots(1, 2, figsize=(9, 4), sharey=True)
-    for ax, mode in zip(axes, MODES, strict=True):
-        ax.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle="--")
-        for m in (rounds[0], rounds[-1]) if len(rounds) > 1 else rounds[:1]:
-            table = m[mode].get("calibration")  # the market's answers read as forecasts
-            if table:
-                ax.scatter(
-                    [b["forecast"] for b in table],
-                    [b["observed"] for b in table],
-                    s=[10 + 2 * b["n"] for b in table],
-                    alpha=0.6,
-                    label=f"round {m['round']} (n={sum(b['n'] for b in table)})",
-                )
-        ax.set_title(f"{mode}: weight as a forecast")
-        ax.set_xlabel("forecast probability (bin mean)")
-        ax.set_xlim(-0.05, 1.05)
-        ax.set_ylim(-0.05, 1.05)
-        ax.legend(fontsize=8)
-    axes[0].set_ylabel("observed frequency")
-    fig.tight_layout()
-    with artifacts.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def plot_invalid(rounds: list[dict], path) -> None:
@@ -213,9 +170,7 @@ def plot_invalid(rounds: list[dict], path) -> None:
     axes[0].set_ylabel("share of answers")
     axes[-1].legend(fontsize=8)
     fig.tight_layout()
-    with artifacts.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -227,12 +182,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--metrics", nargs="+", required=True)
     p.add_argument("--out-json", required=True)
     p.add_argument("--out-plot", required=True)
-    p.add_argument("--out-equity", required=True)
-    p.add_argument("--out-calibration", required=True)
+    p.add_argument("--out-env-plots", nargs="*", default=[], help="the environment's plots, each <name>.png")
     p.add_argument("--out-invalid", required=True)
     p.add_argument("--out-headline", required=True, help="the headline table (CSV)")
     args = p.parse_args(argv)
     cfg = config.load(args.config, set(SECTIONS))
+    env = environments.get(cfg["environment"])
+    wanted = {Path(p).stem for p in args.out_env_plots}
+    if wanted != set(env.plots):
+        raise cli.HitchhikerError(
+            f"--out-env-plots: the {cfg['environment']} environment draws {', '.join(env.plots) or 'no plots'}, "
+            f"not {', '.join(sorted(wanted)) or 'none'}"
+        )
     h, stride, seed = cfg["states"]["horizon"], cfg["states"]["stride"], cfg["seed"]
     rounds = sorted((json.loads(Path(m).read_text()) for m in args.metrics), key=lambda m: m["round"])
     if rounds[0]["round"] != 0:
@@ -241,7 +202,6 @@ def main(argv: list[str] | None = None) -> None:
     states = artifacts.read_parquet(args.states, artifacts.STATES).set_index("state_id")
     evaluated = states.loc[sorted(preds.state_id.unique())].reset_index()
     outcomes = artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES)
-    env = environments.get(cfg["environment"])
     base_rows = env.baselines(evaluated, outcomes, cfg["reward"])
     outcome_dates = outcomes.set_index("state_id").outcome_date[evaluated.state_id]
     per_year = frequency.per_year(frequency.of_outcomes(evaluated.date, outcome_dates, h))
@@ -282,16 +242,10 @@ def main(argv: list[str] | None = None) -> None:
     }
     artifacts.write_json(summary, args.out_json)
     plot_learning_curve(rounds, args.out_plot)
-
-    curves = {}
-    for r in sorted({0, last}):
-        g = preds[(preds["round"] == r) & (preds["mode"] == "greedy")]
-        curves[f"round {r}" + (" (base)" if r == 0 else "")] = portfolio_returns(held(g), g.date, h, stride)
-    for name, part in base_rows.groupby("baseline"):
-        curves[name] = portfolio_returns(held(part), part.date, h, stride)
-    plot_equity(curves, args.out_equity)
-    plot_calibration(rounds, args.out_calibration)
     plot_invalid(rounds, args.out_invalid)
+    figures = env.draw_plots(preds, rounds, base_rows, cfg)
+    for path in args.out_env_plots:
+        save(figures[Path(path).stem], path)
 
     table = headline(summary)
     artifacts.write_csv(table, args.out_headline)

@@ -12,7 +12,7 @@ from snakemake.utils import validate
 sys.path.insert(0, f"{workflow.basedir}/workflow")
 
 from hitchhiker import config as hh_config
-from hitchhiker import preflight, sources
+from hitchhiker import environments, preflight, sources
 from hitchhiker.cli import HitchhikerError
 from hitchhiker.fetch_prices import SAMPLE, source
 from hitchhiker.fetch_prices import preflight as data_preflight
@@ -56,6 +56,8 @@ print(
     file=sys.stderr,
 )
 ROUNDS = list(range(1, config["rounds"] + 1))
+# the figures the configured environment draws (summarize), each with workflow/report/<name>.rst
+ENV_PLOTS = environments.get(config["environment"]).plots
 
 
 wildcard_constraints:

@@ -38,16 +38,6 @@ rule summarize:
             caption="../report/learning_curve.rst",
             category="Evaluation",
         ),
-        equity=report(
-            f"{RESULTS}/equity_curves.png",
-            caption="../report/equity_curves.rst",
-            category="Evaluation",
-        ),
-        calibration=report(
-            f"{RESULTS}/calibration.png",
-            caption="../report/calibration.rst",
-            category="Evaluation",
-        ),
         headline=report(
             f"{RESULTS}/headline.csv",
             caption="../report/headline.rst",
@@ -58,6 +48,14 @@ rule summarize:
             caption="../report/invalid_answers.rst",
             category="Evaluation",
         ),
+        env_plots=[
+            report(
+                f"{RESULTS}/{name}.png",
+                caption=f"../report/{name}.rst",
+                category="Evaluation",
+            )
+            for name in ENV_PLOTS
+        ],
     log:
         f"{RESULTS}/logs/summarize.log",
     conda:
@@ -67,6 +65,6 @@ rule summarize:
     shell:
         "python -m hitchhiker.summarize --config {params.cfg:q} --states {input.states:q}"
         " --outcomes {input.outcomes:q} --predictions {input.predictions:q} --metrics {input.metrics:q}"
-        " --out-json {output.json:q} --out-plot {output.plot:q} --out-equity {output.equity:q}"
-        " --out-calibration {output.calibration:q} --out-invalid {output.invalid:q}"
+        " --out-json {output.json:q} --out-plot {output.plot:q} --out-invalid {output.invalid:q}"
+        " --out-env-plots {output.env_plots:q}"
         " --out-headline {output.headline:q} > {log:q} 2>&1"

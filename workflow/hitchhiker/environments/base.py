@@ -31,11 +31,15 @@ from hitchhiker.cli import HitchhikerError
 CALLED_BY = {
     "score": ("score", "evaluate"),
     "claim_rates": ("evaluate", "summarize"),
+    "draw_plots": ("summarize",),
 }
 
 
 class Environment:
     name: str = "environment"
+    # the figures summarize draws for it besides the learning curve and the invalid answers:
+    # results/<run>/<name>.png each, with its caption in workflow/report/<name>.rst
+    plots: tuple[str, ...] = ()
 
     # -- what every environment writes --------------------------------------------------
 
@@ -127,6 +131,12 @@ class Environment:
         """Simple rules on the same states, rewarded as the policy: one row per (baseline,
         state) with baseline, state_id, date, reward. Default: none."""
         return pd.DataFrame(columns=["baseline", "state_id", "date", "reward"])
+
+    def draw_plots(self, preds: pd.DataFrame, rounds: list[dict], baselines: pd.DataFrame, cfg: dict) -> dict:
+        """A matplotlib figure per name in ``plots``, from every round's predictions (round,
+        mode and the scored columns), each round's metrics.json and the baselines' rows
+        (one per baseline and state, with reward and date). Default: none."""
+        return {}
 
     def practice_turn(self, tickers: list[str], rng: np.random.Generator, i: int) -> tuple[str, list[str]]:
         """The i-th practice prompt on random data, drawn from ``rng``, and every valid first

@@ -75,6 +75,8 @@ def real_closes(prices: pd.DataFrame, cfg: dict) -> pd.DataFrame:
 class Market(Environment):
     """Decisions among k tickers, paid by their returns; environments/base.py documents each method."""
 
+    plots = ("equity_curves", "calibration")
+
     def __init__(self, name: str, closes: Callable[[pd.DataFrame, dict], pd.DataFrame] = real_closes):
         self.name = name
         self.closes = closes
@@ -183,6 +185,15 @@ class Market(Environment):
 
     def baselines(self, states_: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict) -> pd.DataFrame:
         return baselines.rewards(states_, outcomes, reward_cfg)
+
+    def draw_plots(self, preds: pd.DataFrame, rounds: list[dict], baselines: pd.DataFrame, cfg: dict) -> dict:
+        from hitchhiker.environments import plots  # here: matplotlib, for summarize only (base.CALLED_BY)
+
+        h, stride = cfg["states"]["horizon"], cfg["states"]["stride"]
+        return {
+            "equity_curves": plots.equity_curves(preds, rounds, baselines, h, stride),
+            "calibration": plots.calibration(rounds),
+        }
 
     def corpus(self, tickers: list[str], seed: int, n: int = 400) -> list[str]:
         rng = np.random.default_rng(seed)

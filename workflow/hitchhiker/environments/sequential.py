@@ -127,6 +127,7 @@ class Sequential(Environment):
     """K-turn portfolio episodes; environments/base.py documents each method."""
 
     name = "sequential"
+    plots = ("equity_curves",)  # no calibration: an episode's weights are not one forecast
 
     def check_config(self, cfg: dict) -> None:
         st, data = cfg.get("states", {}), cfg.get("data", {})
@@ -379,6 +380,12 @@ class Sequential(Environment):
             mean, lo, hi = metrics.block_bootstrap_ci(scored[column], scored["date"], block, seed)
             out[column] = {"mean": mean, "ci95": [lo, hi]}
         return out
+
+    def draw_plots(self, preds, rounds, baselines, cfg):
+        from hitchhiker.environments import plots  # here: matplotlib, for summarize only (base.CALLED_BY)
+
+        st = cfg["states"]
+        return {"equity_curves": plots.equity_curves(preds, rounds, baselines, st["horizon"], st["stride"])}
 
     def baselines(self, states_, outcomes, reward_cfg):
         """buy_and_hold: equal weights at the first turn, then held (drifting); equal_weight:
