@@ -48,7 +48,6 @@ from hitchhiker.metrics import (
     block_length,
     decision_stats,
     paired_difference,
-    paired_rank_ic,
 )
 
 SECTIONS = ["run", "seed", "environment", "states", "reward"]
@@ -64,9 +63,10 @@ def per_state(preds: pd.DataFrame, round_: int, mode: str, column: str = "reward
 def paired_rates(preds: pd.DataFrame, env, round_: int, h: int, stride: int, seed: int) -> dict:
     """Round ``round_`` minus the base policy, state by state, in the valid rate, in accuracy
     where the environment says what is right (over the states where both policies gave a
-    decided answer; ``n`` counts them), in rank IC where answers rank tickers (per state, or
-    per date for elementwise answers: metrics.paired_rank_ic) and in each hallucination rate
-    (the share of answers with a claim of that kind, and the claims per answer)."""
+    decided answer; ``n`` counts them), in the environment's own paired figures (its
+    paired_metrics: the market's rank IC, per state, or per date for elementwise answers) and
+    in each hallucination rate (the share of answers with a claim of that kind, and the
+    claims per answer)."""
     rates = env.claim_rates(preds)
     preds = pd.concat([preds, rates], axis=1).assign(valid_rate=preds["valid"].astype(float))
     accuracy = ["accuracy"] if "correct" in preds else []
@@ -77,9 +77,8 @@ def paired_rates(preds: pd.DataFrame, env, round_: int, h: int, stride: int, see
         for column in ["valid_rate", *accuracy, *rates.columns]:
             cur, base = per_state(preds, round_, mode, column), per_state(preds, 0, mode, column)
             out[mode][column] = paired_difference(cur, base, cur.index.get_level_values("date"), h, stride, seed)
-        if "preference" in preds:  # an environment whose answers rank tickers (metrics.rank_ic)
-            cur, base = (preds[(preds["mode"] == mode) & (preds["round"] == r)] for r in (round_, 0))
-            out[mode]["rank_ic"] = paired_rank_ic(cur, base, h, stride, seed)
+        cur, base = (preds[(preds["mode"] == mode) & (preds["round"] == r)] for r in (round_, 0))
+        out[mode] |= env.paired_metrics(cur, base, h, stride, seed)  # the market's: rank IC
     return out
 
 

@@ -119,6 +119,13 @@ class Environment:
         block-bootstrap 95% interval over dates (blocks of ``block`` dates). Default: none."""
         return {}
 
+    def paired_metrics(self, scored: pd.DataFrame, base: pd.DataFrame, horizon: int, stride: int, seed: int) -> dict:
+        """The environment's own figures of one policy's scored answers (one round, one
+        decoding mode, as answer_metrics gets them) minus the base policy's on the same
+        states, for metrics.json's rates_minus_base: each a metrics.paired_difference-like
+        dict (mean, ci95, n). Default: none."""
+        return {}
+
     def claim_rates(self, scored: pd.DataFrame) -> pd.DataFrame:
         """Per scored answer: any_rate and one 0/1 column per claim kind (1 where the answer
         has one), unsupported_per_answer, and any measure that tells a fall in them from writing

@@ -178,6 +178,9 @@ class Market(Environment):
         out["calibration"] = metrics.calibration(scored)
         return out
 
+    def paired_metrics(self, scored: pd.DataFrame, base: pd.DataFrame, horizon: int, stride: int, seed: int) -> dict:
+        return {"rank_ic": metrics.paired_rank_ic(scored, base, horizon, stride, seed)}
+
     def claim_rates(self, scored: pd.DataFrame) -> pd.DataFrame:
         from hitchhiker.environments import hallucination  # here: see score
 
