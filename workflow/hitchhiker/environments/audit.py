@@ -167,15 +167,11 @@ def check_signals(states: pd.DataFrame, rows: np.ndarray, names: np.ndarray, day
     s, k = names.shape
     con = states_mod.shared_duckdb()
     con.register("raw", raw)
+    wanted = pa.table(
+        {"i": np.arange(s * k), "ticker": names.ravel().astype(str), "date": np.repeat(pd.DatetimeIndex(days), k)}
+    )
+    con.register("wanted", wanted)
     for name in cfg["states"]["signals"]:
-        wanted = pa.table(
-            {
-                "i": np.arange(s * k),
-                "ticker": names.ravel().astype(str),
-                "date": np.repeat(pd.DatetimeIndex(days).to_numpy(), k),
-            }
-        )
-        con.register("wanted", wanted)
         got = con.execute(
             "SELECT w.i, r.value FROM wanted w ASOF LEFT JOIN (SELECT * FROM raw WHERE name = ?) r"
             " ON w.ticker = r.ticker AND w.date >= r.date ORDER BY w.i",
