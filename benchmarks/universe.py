@@ -46,9 +46,9 @@ def tiny_policy(out: Path, tickers: list[str]) -> None:
     """The default tiny model and tokenizer, as a policy directory."""
     from hitchhiker import config, environments, policy
 
-    model = config.validate({"run": "bench", "data": {"tickers": tickers}}, {"run", "data", "model"})["model"]
+    cfg = config.validate({"run": "bench", "data": {"tickers": tickers[:20]}}, {"run", "seed", "data", "model"})
     out.mkdir(parents=True)
-    policy.build_tiny(out, model, tickers[:20], 0, environments.get("market"))
+    policy.build_tiny(out, cfg, environments.get("market"))
     (out / "policy.json").write_text(json.dumps({"model": "model", "round": 0}))
 
 

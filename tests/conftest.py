@@ -111,7 +111,7 @@ def base_run(tmp_path_factory):
         "build_states",
         "--config",
         cfg,
-        "--prices",
+        "--data",
         d / "prices.parquet",
         "--policy",
         d / "policy" / "round_0",

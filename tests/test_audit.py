@@ -21,7 +21,7 @@ def _audit(base_run, tmp_path, states=None, outcomes=None):
         "audit",
         "--config",
         cfg,
-        "--prices",
+        "--data",
         base_run / "prices.parquet",
         "--states",
         s,

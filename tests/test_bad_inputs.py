@@ -239,7 +239,7 @@ def test_the_vllm_backend_without_vllm_is_refused_before_any_job_unless_conda_br
 def test_a_split_that_runs_past_the_data_is_said_to_be_cut(tmp_path, base_run):
     st = tiny_config()["states"]
     cfg = write_config(tmp_path / "c.yaml", tiny_config(states={**st, "test": {**st["test"], "end": "2030-12-31"}}))
-    proc = stage("build_states", "--config", cfg, "--prices", base_run / "prices.parquet", "--policy",
+    proc = stage("build_states", "--config", cfg, "--data", base_run / "prices.parquet", "--policy",
                  base_run / "policy" / "round_0", "--states", tmp_path / "s.parquet",
                  "--outcomes", tmp_path / "o.parquet")  # fmt: skip
     last = pd.read_parquet(tmp_path / "s.parquet").query("split == 'test'").date.max().date()

@@ -16,7 +16,13 @@ class Minimal(Environment):
 
 def test_a_minimal_environment_gets_a_default_for_every_method_but_the_three_it_must_write():
     env = Minimal()
-    for method, args in [("make_states", (None, {}, None)), ("audit", (None, None, None, {})), ("score", (None,) * 4)]:
+    methods = [
+        ("fetch", ({},)),
+        ("make_states", (None, {}, None)),
+        ("audit", (None, None, None, {})),
+        ("score", (None,) * 4),
+    ]
+    for method, args in methods:
         with pytest.raises(NotImplementedError, match=f"minimal environment has no {method}"):
             getattr(env, method)(*args)
     env.check_config({})
@@ -27,20 +33,20 @@ def test_a_minimal_environment_gets_a_default_for_every_method_but_the_three_it_
     assert none.empty and none.columns.tolist() == ["baseline", "state_id", "date", "reward"]
     rates = env.claim_rates(pd.DataFrame({"unsupported_claims": [0, 2]}))
     assert rates.to_dict("list") == {"any_rate": [0.0, 1.0], "unsupported_per_answer": [0.0, 2.0]}
-    assert env.corpus(["AAPL"], 0) == []  # the tiny tokenizer keeps its alphabet
+    assert env.corpus({}, 0) == []  # the tiny tokenizer keeps its alphabet
     assert not env.prices_actions()
     with pytest.raises(HitchhikerError, match="minimal environment does not price every action"):
         env.action_rewards(pd.DataFrame(), {})
     with pytest.raises(HitchhikerError, match=r"model\.tiny\.format_warmup_steps: the minimal environment"):
-        env.practice_turn(["AAPL"], np.random.default_rng(0), 0)
+        env.practice_turn({}, np.random.default_rng(0), 0)
 
 
 def test_practice_turns_make_the_default_corpus():
     class Practised(Minimal):
-        def practice_turn(self, tickers, rng, i):
+        def practice_turn(self, cfg, rng, i):
             return f"Will it rain on day {i}?", ["yes", "no"]
 
-    texts = Practised().corpus(["X"], 0)
+    texts = Practised().corpus({}, 0)
     assert texts[:3] == ["Will it rain on day 0?", "yes because", "no because"] and len(texts) == 600
 
 

@@ -20,10 +20,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-# Columns each artifact must hold for a stage to read it (the full schemas are in README.md).
-PRICES = ["date", "ticker", "close"]
-STATES = ["state_id", "split", "format", "date", "horizon", "tickers", "prompt"]
-OUTCOMES = ["state_id", "split", "format", "outcome_date", "tickers", "forward_returns"]
+# Columns each artifact must hold for a stage to read it, whatever the environment (the
+# full schemas are in README.md; an environment adds its own, e.g. the market's tickers)
+STATES = ["state_id", "split", "format", "date", "horizon", "prompt"]
+OUTCOMES = ["state_id", "split", "format", "outcome_date"]
 ROLLOUTS = [
     "state_id",
     "round",

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     with artifacts.atomic_path(args.out, is_dir=True) as out:
         if name == "tiny":
             env = environments.get(cfg["environment"])
-            policy.build_tiny(out, cfg["model"], cfg["data"]["tickers"], cfg["seed"], env)
+            policy.build_tiny(out, cfg, env)
         elif bundled is not None:
             bundled_model.link_tree(bundled, out / "model")
         elif name.endswith(".gguf"):

@@ -1,5 +1,6 @@
 """build_states: states (prompt side, nothing after the decision date) and outcomes
-(realised forward returns), for the train and test splits, from the price table.
+(what followed it: for the market, realised forward returns), for the train and test
+splits, from the data step's table.
 
 The environment (config key ``environment``) makes them; each prompt is capped at
 states.max_prompt_tokens measured with the base policy's own tokenizer and chat template,
@@ -7,7 +8,7 @@ trimming the oldest history first. With data.news, the headline table is read he
 data.signals, the signal table (signals.py), each value shown as of the decision date.
 
 Usage:
-  python -m hitchhiker.build_states --config config.yaml --prices results/default/prices.parquet \\
+  python -m hitchhiker.build_states --config config.yaml --data results/default/prices.parquet \\
       --policy results/default/policy/round_0 --states results/default/states.parquet \\
       --outcomes results/default/outcomes.parquet
 """
@@ -71,22 +72,22 @@ def budget_check(tok, chunk: int = 20_000):
 def main(argv: list[str] | None = None) -> None:
     p = cli.parser(__doc__)
     cli.add_config_arg(p)
-    p.add_argument("--prices", required=True)
+    p.add_argument("--data", required=True, help="the data step's table (for the market, prices.parquet)")
     p.add_argument("--policy", required=True, help="base policy directory (for its tokenizer)")
     p.add_argument("--states", required=True, help="Parquet to write")
     p.add_argument("--outcomes", required=True, help="Parquet to write")
     args = p.parse_args(argv)
     cfg = config.load(args.config, set(SECTIONS))
     tok = policy.load_tokenizer(args.policy, cfg["model"])
-    prices = artifacts.read_parquet(args.prices, artifacts.PRICES)
-    news = headlines.read(cfg["data"]["news"]) if cfg["data"]["news"] else None
     env = environments.get(cfg["environment"])
-    states, outcomes = env.make_states(prices, cfg, budget_check(tok), news)
+    data = artifacts.read_parquet(args.data, list(env.data_columns))
+    news = headlines.read(cfg["data"]["news"]) if cfg["data"]["news"] else None
+    states, outcomes = env.make_states(data, cfg, budget_check(tok), news)
     artifacts.write_parquet(outcomes, args.outcomes)
     artifacts.write_parquet(states, args.states)
     counts = states.groupby(["split", "format"]).size().to_dict()
     print(f"build_states: {len(states)} states {counts} -> {args.states}")
-    for note in beyond_the_data(cfg["states"], prices["date"], states):
+    for note in beyond_the_data(cfg["states"], data["date"], states):
         print(f"build_states: {note}")
 
 

@@ -93,8 +93,8 @@ def main(argv: list[str] | None = None) -> None:
     preds.insert(1, "mode", np.where(preds["temperature"] == 0, "greedy", "sampled"))
     env = environments.get(cfg["environment"])
     preds = pd.concat([preds, env.score(preds, states, outcomes, cfg["reward"])], axis=1)
-    preds = preds.merge(states[["state_id", "date", "format", "tickers"]], on="state_id")
-    preds = preds.merge(outcomes[["state_id", "forward_returns"]], on="state_id")
+    preds = preds.merge(states[["state_id", "date", "format", *env.state_columns]], on="state_id")
+    preds = preds.merge(outcomes[["state_id", *env.outcome_columns]], on="state_id")
     preds.insert(0, "round", args.round)
     preds = preds.drop(columns=["prompt_ids", "completion_ids", "logprobs"])
     freq = frequency.of_outcomes(

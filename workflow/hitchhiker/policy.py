@@ -113,12 +113,13 @@ def chat(tokenizer, user_message: str) -> str:
     )
 
 
-def build_tiny(out_dir: Path, model_cfg: dict, tickers: list[str], seed: int, env) -> None:
+def build_tiny(out_dir: Path, cfg: dict, env) -> None:
     """A small random-init LlamaForCausalLM with a BPE tokenizer trained here on the
     environment ``env``'s texts (its corpus), in HF format."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+    model_cfg, seed = cfg["model"], cfg["seed"]
     tiny = model_cfg["tiny"]
     if tiny["hidden_size"] % tiny["num_heads"]:
         raise HitchhikerError(
@@ -132,7 +133,7 @@ def build_tiny(out_dir: Path, model_cfg: dict, tickers: list[str], seed: int, en
     trainer = trainers.BpeTrainer(
         vocab_size=tiny["vocab_size"], special_tokens=SPECIAL, initial_alphabet=alphabet, show_progress=False
     )
-    core.train_from_iterator(env.corpus(tickers, seed), trainer=trainer)
+    core.train_from_iterator(env.corpus(cfg, seed), trainer=trainer)
     tok = PreTrainedTokenizerFast(
         tokenizer_object=core, pad_token="<|pad|>", unk_token="<|unk|>", eos_token="<|end|>", bos_token=None
     )
@@ -163,7 +164,7 @@ def build_tiny(out_dir: Path, model_cfg: dict, tickers: list[str], seed: int, en
         temperature=1.0,
     )
     if tiny["format_warmup_steps"]:
-        _format_warmup(model, tok, env, tickers, seed, tiny["format_warmup_steps"])
+        _format_warmup(model, tok, env, cfg, seed, tiny["format_warmup_steps"])
     model.save_pretrained(out_dir / "model")
     tok.save_pretrained(out_dir / "model")
 
@@ -201,7 +202,7 @@ def _pad(x: list[int], value: int, width: int) -> list[int]:
     return x + [value] * (width - len(x))
 
 
-def _format_warmup(model, tok, env, tickers: list[str], seed: int, steps: int, batch: int = 12) -> None:
+def _format_warmup(model, tok, env, cfg: dict, seed: int, steps: int, batch: int = 12) -> None:
     """Supervised steps on prompts of every format, window and horizon, each answered once
     with every valid first word (A and B; long, flat and short; ...) and a stock reason: the
     model learns the answer format and, since every prompt carries every label equally,
@@ -211,9 +212,9 @@ def _format_warmup(model, tok, env, tickers: list[str], seed: int, steps: int, b
     rng = np.random.default_rng(seed + 1)
     examples = []  # per prompt, one (input ids, labels) row per first word
     for i in range(64 * batch):
-        prompt, words = env.practice_turn(tickers, rng, i)
+        prompt, words = env.practice_turn(cfg, rng, i)
         ids = tok(chat(tok, prompt), add_special_tokens=False).input_ids
-        reason = f" because the recent returns are {rng.choice(['higher', 'lower'])}.{tok.eos_token}"
+        reason = f" {rng.choice(env.practice_reasons)}{tok.eos_token}"
         rows = []
         for word in words:
             target = tok(word + reason, add_special_tokens=False).input_ids

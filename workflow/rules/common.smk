@@ -13,19 +13,18 @@ sys.path.insert(0, f"{workflow.basedir}/workflow")
 
 from hitchhiker import config as hh_config
 from hitchhiker import environments, preflight, sources
+from hitchhiker import fetch_prices as data_step
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.fetch_prices import SAMPLE, source
-from hitchhiker.fetch_prices import preflight as data_preflight
 
 # Our validator first: same schema, but a one-line message naming the key at fault and the
 # cross-key rules (window order, embargo, batch shapes) that JSON schema cannot express;
-# then the model path and the engines (hitchhiker/preflight.py) and the data (tickers,
-# faults, frequency, date ranges, features), before any job runs.
+# then the model path and the engines (hitchhiker/preflight.py) and the environment's data
+# (for the market: tickers, faults, frequency, date ranges, features), before any job runs.
 _use_conda = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 try:
     hh_config.validate(config)
     preflight.run(config, _use_conda)
-    data_preflight(config)
+    data_step.preflight(config)
 except HitchhikerError as err:
     sys.exit(f"hitchhiker: error: {err}")
 validate(config, "../schemas/config.schema.yaml")
@@ -51,13 +50,16 @@ _overlaid = {f.resolve() for f in _overlays}
 _files = [Path(f) for f in workflow.configfiles if Path(f).resolve() not in _overlaid]
 _files += _overlays
 print(
-    f"hitchhiker: config {' + '.join(map(str, _files))}; data: {source(config['data'])}; "
+    f"hitchhiker: config {' + '.join(map(str, _files))}; data: {data_step.describe(config)}; "
     f"results in {Path(RESULTS).resolve()}",
     file=sys.stderr,
 )
 ROUNDS = list(range(1, config["rounds"] + 1))
-# the figures the configured environment draws (summarize), each with workflow/report/<name>.rst
-ENV_PLOTS = environments.get(config["environment"]).plots
+_env = environments.get(config["environment"])
+# the data step's table, and the figures the environment draws (summarize), each with
+# workflow/report/<name>.rst
+DATA = f"{RESULTS}/{_env.data_name}.parquet"
+ENV_PLOTS = _env.plots
 
 
 wildcard_constraints:

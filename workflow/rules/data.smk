@@ -4,21 +4,10 @@ localrules:
 
 rule fetch_prices:
     input:
-        **({"sample": SAMPLE} if config["data"]["source"] == "sample" else {}),
-        **(
-            {
-                "files": (
-                    list(config["data"]["path"].values())
-                    if isinstance(config["data"]["path"], dict)
-                    else config["data"]["path"]
-                )
-            }
-            if config["data"]["source"] == "file"
-            else {}
-        ),
+        files=data_step.inputs(config),
         code=code("fetch_prices"),
     output:
-        f"{RESULTS}/prices.parquet",
+        DATA,
     log:
         f"{RESULTS}/logs/fetch_prices.log",
     benchmark:
@@ -53,7 +42,7 @@ rule build_states:
         **({"news": config["data"]["news"]} if config["data"]["news"] else {}),
         **({"signals": config["data"]["signals"]} if config["data"]["signals"] else {}),
         code=code("build_states"),
-        prices=f"{RESULTS}/prices.parquet",
+        data=DATA,
         policy=policy(0),
     output:
         states=f"{RESULTS}/states.parquet",
@@ -67,7 +56,7 @@ rule build_states:
     params:
         cfg=cfg("build_states"),
     shell:
-        "python -m hitchhiker.build_states --config {params.cfg:q} --prices {input.prices:q}"
+        "python -m hitchhiker.build_states --config {params.cfg:q} --data {input.data:q}"
         " --policy {input.policy:q} --states {output.states:q} --outcomes {output.outcomes:q} > {log:q} 2>&1"
 
 
@@ -76,7 +65,7 @@ rule audit:
         **({"news": config["data"]["news"]} if config["data"]["news"] else {}),
         **({"signals": config["data"]["signals"]} if config["data"]["signals"] else {}),
         code=code("audit"),
-        prices=f"{RESULTS}/prices.parquet",
+        data=DATA,
         states=f"{RESULTS}/states.parquet",
         outcomes=f"{RESULTS}/outcomes.parquet",
     output:
@@ -90,5 +79,5 @@ rule audit:
     params:
         cfg=cfg("audit"),
     shell:
-        "python -m hitchhiker.audit --config {params.cfg:q} --prices {input.prices:q} --states {input.states:q}"
+        "python -m hitchhiker.audit --config {params.cfg:q} --data {input.data:q} --states {input.states:q}"
         " --outcomes {input.outcomes:q} --out {output:q} 2>&1 | tee {log:q}"

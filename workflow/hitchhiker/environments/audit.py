@@ -25,9 +25,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hitchhiker import frequency, signals
+from hitchhiker import frequency
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments import lists, prompts
+from hitchhiker.environments import lists, prompts, signals
 from hitchhiker.environments import states as states_mod
 
 

@@ -1,15 +1,17 @@
 """The base class of every environment: the methods the stages call, with defaults where
-one makes sense. A new environment subclasses it and writes three: make_states, audit and
-score; everything else has a default (one decision per state, no claims checked, no
-baselines, no action priced, no metrics of its own, a tokenizer corpus from its practice
-turns).
+one makes sense. A new environment subclasses it and writes four: fetch (its data),
+make_states, audit and score; everything else has a default (one decision per state, no
+claims checked, no baselines, no action priced, no metrics of its own, a tokenizer corpus
+from its practice turns). environments/weather.py is the template.
 
-Frames are pandas; a state is one row of the states table (state_id, split, format, date,
-horizon, tickers, prompt, plus what the environment adds), an outcome one row of the
-outcomes table (state_id, split, format, outcome_date, plus what the environment adds: the
-market's tickers and forward_returns). Example::
+Frames are pandas; the data table has a date column and the environment's own; a state is
+one row of the states table (state_id, split, format, date, horizon, prompt, plus what the
+environment adds: the market's tickers), an outcome one row of the outcomes table
+(state_id, split, format, outcome_date, plus what the environment adds: the market's
+tickers and forward_returns). Example::
 
     env = environments.get("market")
+    prices, log_lines = env.fetch(cfg)
     states, outcomes = env.make_states(prices, cfg, fits)
     env.audit(prices, states, outcomes, cfg)                 # raises on leakage
     scored = env.score(samples, states, outcomes, cfg["reward"])
@@ -29,6 +31,10 @@ from hitchhiker.cli import HitchhikerError
 # build_states. A method not named here imports at module level, for every stage.
 # tests/test_lint.py checks these against the stages' calls.
 CALLED_BY = {
+    "fetch": ("fetch_prices",),
+    "data_files": ("fetch_prices",),
+    "describe_data": ("fetch_prices",),
+    "preflight_data": ("fetch_prices",),
     "score": ("score", "evaluate"),
     "claim_rates": ("evaluate", "summarize"),
     "draw_plots": ("summarize",),
@@ -40,8 +46,22 @@ class Environment:
     # the figures summarize draws for it besides the learning curve and the invalid answers:
     # results/<run>/<name>.png each, with its caption in workflow/report/<name>.rst
     plots: tuple[str, ...] = ()
+    # its data step (the fetch_prices rule) writes results/<run>/<data_name>.parquet, a table
+    # with at least these columns (build_states and audit refuse one without them)
+    data_name: str = "data"
+    data_columns: tuple[str, ...] = ("date",)
+    # the columns of the states and outcomes tables that evaluate joins to each scored answer
+    # for answer_metrics and draw_plots (besides state_id, date and format)
+    state_columns: tuple[str, ...] = ()
+    outcome_columns: tuple[str, ...] = ()
 
     # -- what every environment writes --------------------------------------------------
+
+    def fetch(self, cfg: dict) -> tuple[pd.DataFrame, list[str]]:
+        """The data table the states are built from (a date column and the environment's
+        own), checked and cleaned, and lines for the data step's log saying what was read
+        and what was done to it. Bad data raises HitchhikerError in one line."""
+        raise NotImplementedError(f"the {self.name} environment has no fetch")
 
     def make_states(
         self, prices: pd.DataFrame, cfg: dict, fits, news: pd.DataFrame | None = None
@@ -91,10 +111,19 @@ class Environment:
         configured states, e.g. a split with no decision date; called before any job runs.
         Default: no check beyond the schema's."""
 
-    def tickers_per_state(self, cfg: dict) -> int:
-        """The most tickers (units of the data table) one state shows: fetch_prices keeps at
-        least this many when a fault policy drops some. Default: 1."""
-        return 1
+    def data_files(self, cfg: dict) -> list[str]:
+        """The files fetch reads: the data step's inputs, so that editing one reruns it.
+        Default: none."""
+        return []
+
+    def describe_data(self, cfg: dict) -> str:
+        """Where the data comes from, in words (the console's first line). Default: its files."""
+        return ", ".join(self.data_files(cfg)) or "none"
+
+    def preflight_data(self, cfg: dict) -> None:
+        """Before any job runs: fetch the data and check_data it, so that a bad file or a
+        split without dates stops the run in one line. Default: exactly that."""
+        self.check_data(self.fetch(cfg)[0], cfg)
 
     def next_turn(self, state, answers: list[str], reward_cfg: dict) -> str | None:
         """The environment's next user message after the model's ``answers`` so far in the
@@ -145,14 +174,18 @@ class Environment:
         (one per baseline and state, with reward and date). Default: none."""
         return {}
 
-    def practice_turn(self, tickers: list[str], rng: np.random.Generator, i: int) -> tuple[str, list[str]]:
+    # the tiny model's format warm-up answers each practice turn with every valid first word
+    # and one of these reasons, drawn at random
+    practice_reasons: tuple[str, str] = ("because of the recent data.", "because of the last days.")
+
+    def practice_turn(self, cfg: dict, rng: np.random.Generator, i: int) -> tuple[str, list[str]]:
         """The i-th practice prompt on random data, drawn from ``rng``, and every valid first
         word of an answer to it (the tiny model's format warm-up, model.tiny.format_warmup_steps)."""
         raise HitchhikerError(
             f"config key model.tiny.format_warmup_steps: the {self.name} environment has no practice turns"
         )
 
-    def corpus(self, tickers: list[str], seed: int) -> list[str]:
+    def corpus(self, cfg: dict, seed: int) -> list[str]:
         """Texts (prompts and answers) to train the tiny model's tokenizer on. Default: 200
         practice turns and their answers, or, without practice turns, no text (the
         tokenizer keeps its alphabet of printable characters)."""
@@ -161,6 +194,6 @@ class Environment:
         rng = np.random.default_rng(seed)
         texts = []
         for i in range(200):
-            prompt, words = self.practice_turn(tickers, rng, i)
+            prompt, words = self.practice_turn(cfg, rng, i)
             texts += [prompt, *(f"{w} because" for w in words)]
         return texts

@@ -72,7 +72,44 @@ def real_closes(prices: pd.DataFrame, cfg: dict) -> pd.DataFrame:
     return states.wide(prices, cfg)
 
 
-class Market(Environment):
+class PriceData(Environment):
+    """What the market environments share besides their decisions: their data, a price table
+    of data.tickers (environments/prices.py, imported by the methods that fetch_prices runs
+    only), and the columns their metrics read."""
+
+    data_name = "prices"
+    data_columns = ("date", "ticker", "close")
+    state_columns = ("tickers",)
+    outcome_columns = ("forward_returns",)
+    practice_reasons = ("because the recent returns are higher.", "because the recent returns are lower.")
+
+    def tickers_per_state(self, cfg: dict) -> int:
+        """The most tickers one state shows: fetch keeps at least this many when a fault
+        policy drops some."""
+        return max(states.set_size(f, cfg["states"]) for f in cfg["states"]["formats"])
+
+    def fetch(self, cfg: dict) -> tuple[pd.DataFrame, list[str]]:
+        from hitchhiker.environments import prices  # here: the data step's only (base.CALLED_BY)
+
+        return prices.fetch(cfg, self.tickers_per_state(cfg))
+
+    def data_files(self, cfg: dict) -> list[str]:
+        from hitchhiker.environments import prices  # here: see fetch
+
+        return prices.files(cfg["data"])
+
+    def describe_data(self, cfg: dict) -> str:
+        from hitchhiker.environments import prices  # here: see fetch
+
+        return prices.source(cfg["data"])
+
+    def preflight_data(self, cfg: dict) -> None:
+        from hitchhiker.environments import prices  # here: see fetch
+
+        prices.preflight(cfg, self)
+
+
+class Market(PriceData):
     """Decisions among k tickers, paid by their returns; environments/base.py documents each method."""
 
     plots = ("equity_curves", "calibration")
@@ -102,9 +139,6 @@ class Market(Environment):
             self._tables(prices, cfg)  # reads the signals and checks each is known on every decision date
         else:
             states.split_indices(self.closes(prices, cfg).index, cfg["states"])
-
-    def tickers_per_state(self, cfg: dict) -> int:
-        return max(states.set_size(f, cfg["states"]) for f in cfg["states"]["formats"])
 
     def _tables(self, prices: pd.DataFrame, cfg: dict) -> tuple[pd.DataFrame, np.ndarray | None, np.ndarray | None]:
         return states.tables(prices, cfg, self.closes)
@@ -198,7 +232,8 @@ class Market(Environment):
             "calibration": plots.calibration(rounds),
         }
 
-    def corpus(self, tickers: list[str], seed: int, n: int = 400) -> list[str]:
+    def corpus(self, cfg: dict, seed: int, n: int = 400) -> list[str]:
+        tickers = cfg["data"]["tickers"]
         rng = np.random.default_rng(seed)
         texts = []
         for k in range(n):
@@ -210,7 +245,8 @@ class Market(Environment):
             texts.append(f"{action} because the recent returns are {rng.choice(['higher', 'lower'])}.")
         return texts
 
-    def practice_turn(self, tickers: list[str], rng: np.random.Generator, i: int) -> tuple[str, list[str]]:
+    def practice_turn(self, cfg: dict, rng: np.random.Generator, i: int) -> tuple[str, list[str]]:
+        tickers = cfg["data"]["tickers"]
         sizes = {f: k for f, k in FORMAT_SIZES.items() if k <= len(tickers)}
         fmt = list(sizes)[i % len(sizes)]
         k = sizes[fmt]

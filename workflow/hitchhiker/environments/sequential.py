@@ -38,7 +38,6 @@ import pyarrow as pa
 from hitchhiker import frequency, metrics
 from hitchhiker.cli import HitchhikerError
 from hitchhiker.environments import answers, audit, lists, market, prompts, states
-from hitchhiker.environments.base import Environment
 
 QUESTION = (
     "Turn {turn} of {turns}. Allocate the portfolio among {labels} for the next {step}: answer first with "
@@ -123,7 +122,7 @@ def first_prompts(names: np.ndarray, shown: dict[str, np.ndarray], turns: int, s
     )  # fmt: skip
 
 
-class Sequential(Environment):
+class Sequential(market.PriceData):
     """K-turn portfolio episodes; environments/base.py documents each method."""
 
     name = "sequential"
@@ -151,9 +150,6 @@ class Sequential(Environment):
                 "config key train.objective = dpo: the sequential environment's completions hold the environment's "
                 "turns, which DPOTrainer would train as the model's own tokens (grpo and best_answers mask them)"
             )
-
-    def tickers_per_state(self, cfg: dict) -> int:
-        return market.ENVIRONMENT.tickers_per_state(cfg)
 
     def check_data(self, prices: pd.DataFrame, cfg: dict) -> None:
         states.check_features(prices, cfg)
@@ -414,22 +410,23 @@ class Sequential(Environment):
                                            "date": group["date"].to_numpy(), **result}))  # fmt: skip
         return pd.concat(parts, ignore_index=True)
 
-    def corpus(self, tickers, seed):
+    def corpus(self, cfg, seed):
         """The market's texts, and first and later turns of episodes on random data."""
         rng = np.random.default_rng(seed + 2)
-        texts = market.ENVIRONMENT.corpus(tickers, seed)
+        tickers = cfg["data"]["tickers"]
+        texts = market.ENVIRONMENT.corpus(cfg, seed)
         for i in range(100):
             names = np.asarray([list(rng.choice(tickers, size=2, replace=False))])
-            texts.append(self.practice_turn(tickers, rng, i)[0])
+            texts.append(self.practice_turn(cfg, rng, i)[0])
             rets = {"returns": rng.normal(0, 0.01, (1, 2, 5))}
             texts.append(prompts.sections_batch(names, rets, "daily")[0].as_py())
             texts.append(portfolio_line(float(rng.uniform(0.9, 1.1)), rng.dirichlet([1, 1])))
             texts.append(f"A={rng.uniform():.2f}, B={rng.uniform():.2f} because the recent returns are higher.")
         return texts
 
-    def practice_turn(self, tickers, rng, i):
+    def practice_turn(self, cfg, rng, i):
         k = 2
-        names = np.asarray([list(rng.choice(tickers, size=k, replace=False))])
+        names = np.asarray([list(rng.choice(cfg["data"]["tickers"], size=k, replace=False))])
         rets = {"returns": rng.normal(0, 0.01, size=(1, k, int(rng.integers(2, 11))))}
         turns = int(rng.integers(1, 5))
         prompt = first_prompts(names, rets, turns, int(rng.integers(1, 6)), "daily")[0].as_py()

@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from hitchhiker import frequency, signals
+from hitchhiker import frequency
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments import lists, prompts
+from hitchhiker.environments import lists, prompts, signals
 
 SPLITS = ("train", "validation", "test")
 
