@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, stage, tiny_config, write_config
-from hitchhiker import config
+from hitchhiker import config, environments
 from hitchhiker.cli import HitchhikerError
 
 
@@ -28,6 +28,11 @@ def test_every_config_key_says_what_it_does():
     schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
     keys = [*_keys(schema), *(kv for name, d in schema["$defs"].items() for kv in _keys(d, f"{name}."))]
     assert len(keys) > 80
+    own = {name: environments.get(name).config_schema for name in environments.ENVIRONMENTS}
+    keys += [(name, sub) for name, sub in own.items() if sub] + [
+        kv for name, sub in own.items() if sub for kv in _keys(sub, f"{name}.")
+    ]
+    assert "weather.rain_mm" in dict(keys)
     assert [key for key, sub in keys if not sub.get("description")] == []
 
 

@@ -5,6 +5,7 @@ import ast
 import pytest
 
 from conftest import ROOT, run
+from hitchhiker import environments
 
 CODE = ["workflow", "tests", "benchmarks/e2e"]
 
@@ -58,6 +59,6 @@ def test_called_by_names_every_stage_that_calls_those_methods():
         callers = {str(p) for p in package.glob("*.py") if call.search(p.read_text())}
         assert callers, f"no stage calls {method}"
         for stage in stages:
-            for environment in ("market", "sequential"):
+            for environment in environments.ENVIRONMENTS:
                 if callers & set(sources.files(stage, environment)):
                     assert stage in named, f"{stage} calls {method} but CALLED_BY[{method!r}] = {named}"

@@ -1,8 +1,11 @@
-"""The run configuration: one JSON schema (workflow/schemas/config.schema.yaml), one loader.
+"""The run configuration: one JSON schema (workflow/schemas/config.schema.yaml) for what
+every environment shares, plus the configured environment's own section (a top-level key
+named after it, validated by the schema fragment its class ships as ``config_schema``), one
+loader.
 
-Snakemake validates config.yaml with ``snakemake.utils.validate`` against the schema; the
-stage commands call :func:`load` with the same schema, so defaults and errors agree. All
-errors are one line that names the key at fault.
+The Snakefile validates the config with :func:`validate` before any job; the stage
+commands call :func:`load` with the same schemas, so defaults and errors agree. All errors
+are one line that names the key at fault.
 """
 
 from __future__ import annotations
@@ -90,19 +93,40 @@ def validate(cfg: dict, sections: set[str] | None = None) -> dict:
     ``sections`` restricts validation to a partial config, as a stage receives it.
     """
     # a whole config, or a stage that reads the environment section, checks the environment's
-    # rules (the default environment's when none is named); other stages check none
+    # section and rules (the default environment's when none is named); other stages neither
     chosen = sections is None or "environment" in sections
     sch = schema()
     if sections is not None:
         sch = {**sch, "required": [k for k in sch["required"] if k in sections]}
+    # the environment's own section, if it has one, is validated by its own schema (chosen), or
+    # passed through (a stage given a whole config file that does not read it)
+    name = cfg.get("environment", sch["properties"]["environment"]["default"])
+    own = _environment(name).config_schema if isinstance(name, str) and (chosen or name in cfg) else None
+    section = cfg.pop(name, {}) if own is not None else None
+    try:
+        _raise_first(sch, cfg)
+    finally:
+        if own is not None:
+            cfg[name] = section
+    if own is not None and chosen:
+        _raise_first({"type": "object", "properties": {name: own}}, cfg)
+    _check_rules(cfg, chosen)
+    return cfg
+
+
+def _environment(name: str):
+    from hitchhiker import environments  # here: the environments import this module
+
+    return environments.get(name)
+
+
+def _raise_first(sch: dict, cfg: dict) -> None:
     errors = sorted(
         _Validator(sch, format_checker=jsonschema.FormatChecker()).iter_errors(cfg),
         key=lambda e: (len(e.absolute_path), str(e.absolute_path)),
     )
     if errors:
         raise HitchhikerError(_describe(errors[0]))
-    _check_rules(cfg, chosen)
-    return cfg
 
 
 def date_at(cfg: dict, *keys: str) -> dt.date | None:
@@ -137,9 +161,7 @@ def _check_rules(cfg: dict, environment: bool = True) -> None:
     if cfg.get("evaluate", {}).get("split") == "validation" and "validation" not in present:
         raise HitchhikerError("config key evaluate.split = validation, but states.validation is not set")
     if environment:
-        from hitchhiker import environments  # here: the environments import this module
-
-        env = environments.get(cfg["environment"])
+        env = _environment(cfg["environment"])
         if cfg.get("train", {}).get("objective") == "full_information" and not env.prices_actions():
             raise HitchhikerError(
                 f"config key train.objective = full_information: the {cfg['environment']} environment does not price "
@@ -241,5 +263,7 @@ def load(arg: str | Path, sections: set[str] | None = None) -> dict:
 
 
 def subset(cfg: dict, sections: list[str]) -> str:
-    """The JSON a Snakemake rule passes to a stage: only the sections it reads."""
-    return json.dumps({k: cfg[k] for k in sections if k in cfg}, sort_keys=True)
+    """The JSON a Snakemake rule passes to a stage: only the sections it reads, and with the
+    environment the environment's own section."""
+    keys = [*sections, cfg["environment"]] if "environment" in sections else sections
+    return json.dumps({k: cfg[k] for k in keys if k in cfg}, sort_keys=True)

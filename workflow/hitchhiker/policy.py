@@ -141,7 +141,7 @@ def build_tiny(out_dir: Path, cfg: dict, env) -> None:
 
     torch.manual_seed(seed)
     heads = tiny["num_heads"]
-    cfg = LlamaConfig(
+    llama = LlamaConfig(
         vocab_size=len(tok),
         hidden_size=tiny["hidden_size"],
         intermediate_size=2 * tiny["hidden_size"],
@@ -154,7 +154,7 @@ def build_tiny(out_dir: Path, cfg: dict, env) -> None:
         bos_token_id=None,
         tie_word_embeddings=True,
     )
-    model = LlamaForCausalLM(cfg)
+    model = LlamaForCausalLM(llama)
     model.generation_config = GenerationConfig(
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,

@@ -5,7 +5,6 @@ import warnings
 from pathlib import Path
 
 from snakemake.settings.types import DeploymentMethod
-from snakemake.utils import validate
 
 # This checkout's hitchhiker, as its stage commands get (shell.prefix below), not whichever
 # checkout `pip install -e` last pointed at.
@@ -16,8 +15,9 @@ from hitchhiker import environments, preflight, sources
 from hitchhiker import fetch_prices as data_step
 from hitchhiker.cli import HitchhikerError
 
-# Our validator first: same schema, but a one-line message naming the key at fault and the
-# cross-key rules (window order, embargo, batch shapes) that JSON schema cannot express;
+# The config's schema (the shared one and the environment's own section's, defaults filled),
+# with a one-line message naming the key at fault, and the cross-key rules (window order,
+# embargo, batch shapes) that JSON schema cannot express;
 # then the model path and the engines (hitchhiker/preflight.py) and the environment's data
 # (for the market: tickers, faults, frequency, date ranges, features), before any job runs.
 _use_conda = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
@@ -27,7 +27,6 @@ try:
     data_step.preflight(config)
 except HitchhikerError as err:
     sys.exit(f"hitchhiker: error: {err}")
-validate(config, "../schemas/config.schema.yaml")
 
 # Stage commands import hitchhiker from this checkout, also inside the per-rule conda envs
 # (which hold only third-party packages) and in Slurm jobs (sbatch exports the environment).

@@ -21,6 +21,7 @@ ENVIRONMENTS = {  # name: the module whose ENVIRONMENT it is
     "market": "hitchhiker.environments.market",
     "synthetic": "hitchhiker.environments.synthetic",
     "sequential": "hitchhiker.environments.sequential",
+    "weather": "hitchhiker.environments.weather",
 }
 
 

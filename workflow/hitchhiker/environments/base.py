@@ -46,6 +46,9 @@ class Environment:
     # the figures summarize draws for it besides the learning curve and the invalid answers:
     # results/<run>/<name>.png each, with its caption in workflow/report/<name>.rst
     plots: tuple[str, ...] = ()
+    # the JSON schema of the environment's own config section, the top-level key named after
+    # it (defaults and a description per key, as in the shared schema); None: no section
+    config_schema: dict | None = None
     # its data step (the fetch_prices rule) writes results/<run>/<data_name>.parquet, a table
     # with at least these columns (build_states and audit refuse one without them)
     data_name: str = "data"
@@ -91,8 +94,9 @@ class Environment:
     ) -> pd.DataFrame:
         """Per sample row (state_id, completion, answers: the model's text per turn), indexed
         like ``samples``: valid, invalid_reason, reward (the environment's dollar reward,
-        invalid answers at reward.invalid_penalty), unsupported_claims (the claims its text
-        makes that the state does not support, what the grounding penalty charges),
+        invalid answers at reward.invalid_penalty), claims (every claim its text makes,
+        supported or not), unsupported_claims (those the state does not support, what the
+        grounding penalty charges),
         supported_claims (those it supports, what the supported-claim bonus pays), and the
         environment's own columns (the market's: action, weights, ranking, correct,
         preference, a count per kind of claim). ``correct`` (1, 0 or NaN), where given, is

@@ -1,0 +1,249 @@
+"""The weather environment (environments/weather.py): a non-market decision through the
+same contract: its data, states, audit, score, priced actions, baselines and config section;
+and once through every stage of the DAG (slow)."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import ROOT, run, tiny_config, write_config
+from hitchhiker import config, environments
+from hitchhiker.cli import HitchhikerError
+from hitchhiker.environments import weather
+
+ENV = environments.get("weather")
+REWARD = {"benchmark": "none", "cost_bps": 0, "invalid_penalty": -0.05, "returns": "simple"}
+
+
+def weather_config(**states) -> dict:
+    cfg = tiny_config(run="weather", environment="weather")
+    cfg["states"] = {
+        "horizon": 1,
+        "window": 4,
+        "stride": 3,
+        "train": {"start": "2012-01-01", "end": "2013-12-31", "max_states": 40},
+        "test": {"start": "2014-03-01", "end": "2015-12-30", "max_states": 20},
+        **states,
+    }
+    return config.validate(cfg)
+
+
+def built(cfg=None):
+    cfg = cfg or weather_config()
+    table, _ = ENV.fetch(cfg)
+    states, outcomes = ENV.make_states(table, cfg, lambda texts, budget: np.ones(len(texts), bool))
+    return cfg, table, states, outcomes
+
+
+def test_the_bundled_record_is_read_whole_and_its_section_gets_its_defaults():
+    cfg = weather_config()
+    assert cfg["weather"] == {"path": None, "place": "Seattle", "rain_mm": 0}
+    table, notes = ENV.fetch(cfg)
+    assert len(table) == 1461 and table.date.is_monotonic_increasing and table.date.diff().dt.days.max() == 1
+    assert list(table.columns) == ["date", *weather.COLUMNS]
+    assert notes == ["weather, the bundled data/seattle_weather.csv: 1461 days, 2012-01-01 .. 2015-12-31"]
+    assert ENV.data_files(cfg) == [str(weather.BUNDLED)]
+
+
+def test_each_prompt_shows_the_window_up_to_its_day_and_the_outcome_is_the_next_days_rain():
+    cfg, table, states, outcomes = built()
+    assert states.groupby("split").size().to_dict() == {"test": 20, "train": 40}
+    rows = table.set_index("date")
+    for state, outcome in zip(states.itertuples(), outcomes.itertuples(), strict=True):
+        lines = state.prompt.splitlines()
+        assert lines[0] == "Weather in Seattle, one day a line, oldest first, up to today:"
+        days = [pd.Timestamp(line[:10]) for line in lines[1:-1]]
+        assert days == list(pd.date_range(end=state.date, periods=4))  # the window, ending today
+        today = rows.loc[state.date]
+        assert lines[-2] == (
+            f"{state.date:%Y-%m-%d}: rain {today.precipitation:.1f} mm, high {today.temp_max:.1f} C, "
+            f"low {today.temp_min:.1f} C, wind {today.wind:.1f} m/s"
+        )
+        assert outcome.state_id == state.state_id and outcome.outcome_date == state.date + pd.Timedelta(days=1)
+        assert outcome.rain == (rows.loc[outcome.outcome_date].precipitation > 0)
+        assert state.rain_today == (today.precipitation > 0)
+    train_last, test_first = states[states.split == "train"].date.max(), states[states.split == "test"].date.min()
+    assert train_last < test_first
+    assert ENV.audit(table, states, outcomes, cfg) == {
+        "states_checked": 60,
+        "frequency": "daily",
+        "train_to_test": {"embargo_periods": (test_first - train_last).days},
+    }
+    again = built(cfg)[2]
+    assert again.state_id.tolist() == states.state_id.tolist()  # seeded, stable ids
+
+
+@pytest.mark.parametrize("fault", ["a later day shown", "a value edited", "outcome of another day", "rain flipped"])
+def test_the_audit_fails_in_one_line_on_leakage_or_a_wrong_outcome(fault):
+    cfg, table, states, outcomes = built()
+    states, outcomes = states.copy(), outcomes.copy()
+    i = 5
+    day, nxt = states.date[i], states.date[i] + pd.Timedelta(days=1)
+    if fault == "a later day shown":  # the prompt's last line moved to tomorrow, with tomorrow's weather
+        row = table.set_index("date").loc[nxt]
+        line = (f"{nxt:%Y-%m-%d}: rain {row.precipitation:.1f} mm, high {row.temp_max:.1f} C, "
+                f"low {row.temp_min:.1f} C, wind {row.wind:.1f} m/s")  # fmt: skip
+        lines = states.prompt[i].splitlines()
+        states.loc[i, "prompt"] = "\n".join([*lines[:-1], line, lines[-1]])
+        want = "shows .* a later day"
+    elif fault == "a value edited":
+        states.loc[i, "prompt"] = states.prompt[i].replace(", high ", ", high 1", 1)
+        want = "its line for .* is not the data's"
+    elif fault == "outcome of another day":
+        outcomes.loc[i, "outcome_date"] = day + pd.Timedelta(days=2)
+        want = "its outcome is not the next day's"
+    else:
+        outcomes.loc[i, "rain"] = not outcomes.rain[i]
+        want = "its outcome is not the data's rain"
+    with pytest.raises(HitchhikerError, match=f"audit: state {states.state_id[i]} \\({day.date()}\\).*{want}"):
+        ENV.audit(table, states, outcomes, cfg)
+
+
+def test_score_reads_the_first_word_and_pays_one_for_a_right_answer():
+    _, _, states, outcomes = built()
+    rainy = outcomes[outcomes.rain].state_id.iloc[0]
+    dry = outcomes[~outcomes.rain].state_id.iloc[0]
+    samples = pd.DataFrame(
+        {
+            "state_id": [rainy, rainy, dry, dry, dry, dry],
+            "completion": ["Yes, it rained all week.", "no because", "NO.", "yes", "maybe", "  "],
+        },
+        index=[10, 11, 12, 13, 14, 15],
+    )
+    scored = ENV.score(samples, states, outcomes, REWARD)
+    assert scored.index.tolist() == samples.index.tolist()
+    assert scored.reward.tolist() == [1.0, 0.0, 1.0, 0.0, -0.05, -0.05]
+    assert scored.valid.tolist() == [True] * 4 + [False] * 2
+    assert scored.correct.tolist()[:4] == [1.0, 0.0, 1.0, 0.0] and scored.correct.loc[14:].isna().all()
+    assert scored.invalid_reason.loc[14:].tolist() == ["first word is not yes or no", "empty answer"]
+    assert (scored.unsupported_claims == 0).all() and (scored.supported_claims == 0).all()
+
+
+def test_every_action_is_priced_as_score_pays_its_answer():
+    _, _, states, outcomes = built()
+    priced = ENV.action_rewards(outcomes, REWARD)
+    assert len(priced) == 2 * len(outcomes) and set(priced.action) == {"yes", "no"}
+    samples = priced.rename(columns={"action": "completion"})[["state_id", "completion"]]
+    assert ENV.score(samples, states, outcomes, REWARD).reward.tolist() == priced.reward.tolist()
+    cfg = weather_config()
+    cfg["train"]["objective"] = "full_information"
+    config.validate(cfg)  # the weather environment prices every action: full_information applies
+
+
+def test_baselines_answer_from_the_past_only():
+    _, _, states, outcomes = built()
+    test = states[states.split == "test"].reset_index(drop=True)
+    rows = ENV.baselines(test, outcomes, REWARD)
+    assert set(rows.baseline) == {"climatology", "persistence", "never"}
+    rain = outcomes.set_index("state_id").rain[test.state_id].to_numpy()
+    persistence = rows[rows.baseline == "persistence"].reward.to_numpy()
+    assert (persistence == (test.rain_today.to_numpy() == rain)).all()
+    assert (rows[rows.baseline == "never"].reward.to_numpy() == ~rain).all()
+    # climatology reads the train split's outcomes only: the test outcomes flipped, its answers stay
+    flipped = outcomes.assign(rain=np.where(outcomes.split == "test", ~outcomes.rain, outcomes.rain))
+    said = rows[rows.baseline == "climatology"].reward.to_numpy() == rain  # 1 where it said what happened
+    again = ENV.baselines(test, flipped, REWARD)
+    assert ((again[again.baseline == "climatology"].reward.to_numpy() == ~rain) == said).all()
+
+
+def _file(path, frame):
+    frame.to_csv(path, index=False)
+    return str(path)
+
+
+def test_a_users_own_file_and_its_faults_are_one_line(tmp_path):
+    days = pd.date_range("2020-01-01", periods=30)
+    good = pd.DataFrame({"Date": days.strftime("%Y/%m/%d"), "Precipitation": 1.0, "Temp_Max": 10.0,
+                         "temp_min": 2.0, "wind": 3.0, "weather": "rain"})  # fmt: skip
+    cfg = weather_config(train={"start": "2020-01-01", "end": "2020-01-15"},
+                         test={"start": "2020-01-20", "end": "2020-01-29"})  # fmt: skip
+    cfg["weather"]["path"] = _file(tmp_path / "w.csv", good)
+    table, _ = ENV.fetch(cfg)
+    assert len(table) == 30 and table.date.iloc[0] == days[0]
+    ENV.check_data(table, cfg)
+    faults = {
+        "no such file": (None, "config key weather.path: .*nope.csv does not exist"),
+        "a column missing": (good.drop(columns="wind"), "no column wind"),
+        "a value not a number": (good.assign(wind=["x", *[3.0] * 29]), "wind on 2020-01-01 is 'x', not a number"),
+        "two rows a day": (pd.concat([good, good.iloc[[3]]]), "two rows for 2020-01-04"),
+        "a day missing": (good.drop(index=7), "no row between 2020-01-07 and 2020-01-09"),
+    }
+    for name, (frame, message) in faults.items():
+        cfg["weather"]["path"] = str(tmp_path / "nope.csv") if frame is None else _file(tmp_path / f"{name}.csv", frame)
+        with pytest.raises(HitchhikerError, match=message):
+            ENV.fetch(cfg)
+    cfg["weather"]["path"] = _file(tmp_path / "w.csv", good)
+    cfg["states"]["test"] = {"start": "2020-01-30", "end": "2020-02-28"}  # no next day after the last row
+    with pytest.raises(HitchhikerError, match=r"config key states.test: no decision date in 2020-01-30"):
+        ENV.check_data(ENV.fetch(cfg)[0], cfg)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (
+            lambda c: c["weather"].update(rain=1),
+            r"unknown config key weather.rain \(known here: path, place, rain_mm\)",
+        ),
+        (lambda c: c["weather"].update(rain_mm=-1), r"config key weather.rain_mm = -1"),
+        (lambda c: c["states"].update(horizon=5), r"states.horizon = 5: the weather environment forecasts tomorrow"),
+        (lambda c: c.update(environment="market"), r"unknown config key weather"),
+    ],
+)
+def test_the_weather_section_is_validated_by_the_environments_own_schema(mutate, message):
+    cfg = weather_config()
+    mutate(cfg)
+    with pytest.raises(HitchhikerError, match=message):
+        config.validate(cfg)
+
+
+def test_a_stage_gets_the_environments_section_with_the_environment():
+    cfg = weather_config()
+    assert json.loads(config.subset(cfg, ["run", "environment"]))["weather"]["place"] == "Seattle"
+    assert "weather" not in json.loads(config.subset(cfg, ["run", "rollout"]))
+    config.validate(json.loads(json.dumps(cfg)), {"run", "rollout"})  # a whole file, to a stage that reads neither
+
+
+@pytest.mark.slow
+def test_a_users_weather_file_runs_every_stage_from_another_directory(tmp_path):
+    """Through the real DAG with the tiny model: the user's own file (capitalised columns,
+    slashed dates, an extra text column), relative to the working directory, outside the
+    checkout; two rounds."""
+    raw = pd.read_csv(weather.BUNDLED)
+    raw.columns = [c.title() for c in raw.columns]
+    raw["Date"] = pd.to_datetime(raw["Date"]).dt.strftime("%m/%d/%Y")
+    raw.iloc[:800].to_csv(tmp_path / "my weather.csv", index=False)
+    cfg = weather_config(
+        window=3,
+        stride=2,
+        train={"start": "2012-01-01", "end": "2013-06-30", "max_states": 24},
+        test={"start": "2013-09-01", "end": "2014-02-28", "max_states": 12},
+    )
+    cfg |= {"rounds": 2, "weather": {"path": "my weather.csv", "place": "Seattle, WA", "rain_mm": 0.5}}
+    cfg["model"]["tiny"]["format_warmup_steps"] = 60  # answers that parse, so that score is exercised
+    write_config(tmp_path / "config.yaml", cfg)
+    proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml", "--cores", "2", cwd=tmp_path)
+    assert "data: weather file my weather.csv" in proc.stderr
+    res = tmp_path / "results" / "weather"
+    assert sorted(p.name for p in res.glob("*.png")) == ["invalid_answers.png", "learning_curve.png"]
+    states = pd.read_parquet(res / "states.parquet")
+    assert states.prompt.str.startswith("Weather in Seattle, WA,").all()
+    assert states.prompt.str.contains(r"Will it rain tomorrow \(more than 0.5 mm\)\?").all()
+    assert json.loads((res / "audit.json").read_text())["states_checked"] == 36
+    assert pd.read_parquet(res / "weather.parquet").date.max() == pd.Timestamp(raw.Date.iloc[799])
+    summary = json.loads((res / "metrics.json").read_text())
+    assert [r["round"] for r in summary["rounds"]] == [0, 1, 2]
+    assert set(summary["baselines"]) == {"climatology", "persistence", "never"}
+    modes = [r[mode] for r in summary["rounds"] for mode in ("greedy", "sampled")]
+    assert all(m["states"] == 6 and m["yes_rate"]["n"] == m["n_valid"] for m in modes)
+    assert any(0 <= m["yes_rate"]["mean"] <= 1 for m in modes if m["n_valid"])
+    preds = pd.read_parquet(res / "eval" / "round_2" / "predictions.parquet")
+    outcomes = pd.read_parquet(res / "outcomes.parquet").set_index("state_id")
+    valid = preds[preds.valid]
+    assert len(valid) and set(valid.answer) <= {"yes", "no"}
+    assert (valid.reward == (valid.answer.eq("yes") == outcomes.rain[valid.state_id].to_numpy())).all()
+    assert (preds.rain == outcomes.rain[preds.state_id].to_numpy()).all()
+    headline = pd.read_csv(res / "headline.csv")
+    assert len(headline) == 6

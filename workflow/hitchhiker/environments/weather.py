@@ -1,0 +1,382 @@
+"""The weather environment: will it rain tomorrow? A decision on real data outside finance,
+and the template for a new environment: this file and one line in ENVIRONMENTS
+(docs/environments.md walks through it).
+
+Data (``fetch``): a daily weather table with date, precipitation (mm), temp_max and
+temp_min (degrees C) and wind (m/s): by default the bundled record of Seattle, 2012-01-01 ..
+2015-12-31 (data/seattle_weather.csv: NOAA's public-domain daily summaries as the
+vega_datasets package ships them, MIT), or the CSV or Parquet at weather.path. One row per
+day, no day missing ("tomorrow" is the next row).
+State: a decision date T of a split (states.train, states.test, ...: their start, end and
+max_states, states.stride and the embargo); the prompt shows the states.window days up to
+and including T, oldest first, fewer when it would not fit states.max_prompt_tokens.
+Outcome: the next day's precipitation; it rained when it is above weather.rain_mm.
+Answer: "yes" or "no" as the first word, then one short reason.
+Reward: 1 for a right answer, 0 for a wrong one, reward.invalid_penalty for an invalid one.
+Every action is priced (yes and no), so train.objective full_information applies.
+Baselines: climatology (yes where the train split rained on more than half the days of the
+state's calendar month), persistence (tomorrow as today), never (always no).
+Audit: reads each prompt's lines back and compares them with the table's rows dated on or
+before T, the outcome with the first row after T, and checks the splits' order and embargo.
+Claims: none checked (the base class's default).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+
+from hitchhiker import metrics
+from hitchhiker.cli import HitchhikerError
+from hitchhiker.environments.base import Environment
+
+BUNDLED = Path(__file__).resolve().parents[3] / "data" / "seattle_weather.csv"
+COLUMNS = ("precipitation", "temp_max", "temp_min", "wind")
+SPLITS = ("train", "validation", "test")
+WORDS = ("yes", "no")
+LINE = re.compile(
+    r"^(\d{4}-\d\d-\d\d): rain (-?\d+\.\d) mm, high (-?\d+\.\d) C, low (-?\d+\.\d) C, wind (-?\d+\.\d) m/s$"
+)
+
+
+def render(place: str, rows: pd.DataFrame, rain_mm: float) -> str:
+    """The prompt of a state whose shown days are ``rows`` (the last one is today)."""
+    lines = [
+        f"{d:%Y-%m-%d}: rain {p:.1f} mm, high {hi:.1f} C, low {lo:.1f} C, wind {w:.1f} m/s"
+        for d, p, hi, lo, w in zip(rows["date"], *(rows[c] for c in COLUMNS), strict=True)
+    ]
+    return "\n".join(
+        [
+            f"Weather in {place}, one day a line, oldest first, up to today:",
+            *lines,
+            f"Will it rain tomorrow (more than {rain_mm:g} mm)? Answer with yes or no as the first word, "
+            "then one short reason.",
+        ]
+    )
+
+
+def read(path: str) -> pd.DataFrame:
+    """The weather table at ``path`` (CSV or Parquet): date and COLUMNS, one row a day, in order."""
+    p = Path(path)
+    if not p.is_file():
+        where = "" if p.is_absolute() else f" (relative to the working directory {Path.cwd()})"
+        raise HitchhikerError(f"config key weather.path: {path} does not exist{where}")
+    try:
+        raw = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
+    except Exception as err:  # pandas raises many types for malformed files
+        raise HitchhikerError(f"weather file {path}: cannot read ({str(err).splitlines()[0]})") from None
+    raw.columns = [str(c).strip().lower() for c in raw.columns]
+    missing = [c for c in ("date", *COLUMNS) if c not in raw.columns]
+    if missing:
+        raise HitchhikerError(
+            f"weather file {path}: no column {', '.join(missing)} (columns: {', '.join(raw.columns)})"
+        )
+    table = raw[["date", *COLUMNS]].copy()
+    dates = pd.to_datetime(table["date"], errors="coerce")
+    if dates.isna().any():
+        raise HitchhikerError(f"weather file {path}: {table['date'][dates.isna()].iloc[0]!r} is not a date")
+    table["date"] = dates.dt.normalize()
+    for c in COLUMNS:
+        values = pd.to_numeric(table[c], errors="coerce")
+        bad = values.isna() | ~np.isfinite(values)
+        if bad.any():
+            day = table["date"][bad].iloc[0].date()
+            raise HitchhikerError(f"weather file {path}: {c} on {day} is {table[c][bad].iloc[0]!r}, not a number")
+        table[c] = values.astype(float)
+    table = table.sort_values("date").reset_index(drop=True)
+    step = table["date"].diff().dt.days
+    if (step == 0).any():
+        raise HitchhikerError(f"weather file {path}: two rows for {table['date'][step == 0].iloc[0].date()}")
+    if (step > 1).any():
+        after = table["date"][step > 1].iloc[0]
+        before = table["date"][table.index[step > 1][0] - 1]
+        raise HitchhikerError(
+            f"weather file {path}: no row between {before.date()} and {after.date()} (one row a day: "
+            "tomorrow is the next row)"
+        )
+    return table
+
+
+class Weather(Environment):
+    """Will it rain tomorrow? environments/base.py documents each method."""
+
+    name = "weather"
+    data_name = "weather"
+    data_columns = ("date", *COLUMNS)
+    outcome_columns = ("rain",)
+    practice_reasons = ("because of the last days' rain.", "because of the last days' weather.")
+    config_schema: ClassVar[dict] = {
+        "type": "object",
+        "additionalProperties": False,
+        "default": {},
+        "description": "The weather environment's own keys (environment = weather).",
+        "properties": {
+            "path": {
+                "type": ["string", "null"],
+                "default": None,
+                "description": (
+                    "A CSV or Parquet of daily weather: date, precipitation (mm), temp_max and temp_min "
+                    "(degrees C), wind (m/s), one row a day; null: the bundled Seattle record, 2012-2015."
+                ),
+            },
+            "place": {
+                "type": "string",
+                "minLength": 1,
+                "default": "Seattle",
+                "description": "Where the weather was recorded, as the prompt names it.",
+            },
+            "rain_mm": {
+                "type": "number",
+                "minimum": 0,
+                "default": 0,
+                "description": "Tomorrow counts as rain when its precipitation is above this many millimetres.",
+            },
+        },
+    }
+
+    # -- data ---------------------------------------------------------------------------
+
+    def data_files(self, cfg: dict) -> list[str]:
+        return [cfg["weather"]["path"] or str(BUNDLED)]
+
+    def describe_data(self, cfg: dict) -> str:
+        path = cfg["weather"]["path"]
+        return f"weather file {path}" if path else f"weather, the bundled {BUNDLED.relative_to(BUNDLED.parents[1])}"
+
+    def fetch(self, cfg: dict) -> tuple[pd.DataFrame, list[str]]:
+        table = read(self.data_files(cfg)[0])
+        first, last = table["date"].iloc[0].date(), table["date"].iloc[-1].date()
+        return table, [f"{self.describe_data(cfg)}: {len(table)} days, {first} .. {last}"]
+
+    def check_config(self, cfg: dict) -> None:
+        st, data = cfg.get("states", {}), cfg.get("data", {})
+        if st.get("horizon", 1) != 1:
+            raise HitchhikerError(
+                f"config key states.horizon = {st['horizon']}: the weather environment forecasts tomorrow (set 1)"
+            )
+        if st.get("turns", 1) != 1:
+            raise HitchhikerError(f"config key states.turns = {st['turns']}: the weather environment asks once")
+        for key in ("news", "signals"):
+            if data.get(key):
+                raise HitchhikerError(f"config key data.{key}: the market's, not the weather environment's")
+
+    def _decisions(self, table: pd.DataFrame, cfg: dict) -> dict[str, np.ndarray]:
+        """Each split's decision-day positions: states.window days up to it, a next day, the
+        stride, the embargo before the next split, a seeded draw of max_states."""
+        st = cfg["states"]
+        embargo = st["embargo"] if st["embargo"] is not None else st["horizon"]
+        dates = table["date"]
+        out: dict[str, np.ndarray] = {}
+        for split in SPLITS:
+            if st.get(split) is None:
+                continue
+            lo, hi = pd.Timestamp(st[split]["start"]), pd.Timestamp(st[split]["end"])
+            pos = np.arange(len(dates))
+            days = np.flatnonzero((dates >= lo) & (dates <= hi) & (pos >= st["window"] - 1) & (pos < len(dates) - 1))
+            out[split] = days[:: st["stride"]]
+        names = list(out)
+        for prev, nxt in itertools.pairwise(names):
+            if len(out[nxt]):
+                out[prev] = out[prev][out[prev] + embargo <= out[nxt][0]]
+        rng = np.random.default_rng(cfg.get("seed", 0))
+        for split, days in out.items():
+            if not len(days):
+                raise HitchhikerError(
+                    f"config key states.{split}: no decision date in {st[split]['start']} .. {st[split]['end']} with "
+                    f"{st['window']} days up to it, a next day and the embargo before the next split (the weather runs "
+                    f"{dates.iloc[0].date()} .. {dates.iloc[-1].date()})"
+                )
+            cap = st[split].get("max_states")
+            if cap is not None and len(days) > cap:
+                out[split] = np.sort(rng.choice(days, cap, replace=False))
+        return out
+
+    def check_data(self, prices: pd.DataFrame, cfg: dict) -> None:
+        self._decisions(prices, cfg)
+
+    # -- states and outcomes ------------------------------------------------------------
+
+    def make_states(self, prices, cfg, fits, news=None):
+        st, own = cfg["states"], cfg["weather"]
+        table = prices.reset_index(drop=True)
+        rain = table["precipitation"].to_numpy() > own["rain_mm"]
+        states, outcomes = [], []
+        for split, days in self._decisions(table, cfg).items():
+            prompts = [""] * len(days)
+            pending = np.arange(len(days))
+            for shown in range(st["window"], 0, -1):  # trim the oldest days until the prompt fits
+                texts = [render(own["place"], table.iloc[max(0, days[i] - shown + 1) : days[i] + 1], own["rain_mm"])
+                         for i in pending]  # fmt: skip
+                ok = np.asarray(fits(texts, st["max_prompt_tokens"]), dtype=bool)
+                for i, text in zip(pending[ok], np.asarray(texts, dtype=object)[ok], strict=True):
+                    prompts[i] = text
+                pending = pending[~ok]
+                if not len(pending):
+                    break
+            if len(pending):
+                raise HitchhikerError(
+                    f"config key states.max_prompt_tokens = {st['max_prompt_tokens']}: too few for a weather prompt "
+                    "of even one day"
+                )
+            date = table["date"].to_numpy()[days]
+            ids = [hashlib.sha256(f"rain\x1f{d:%Y-%m-%d}\x1f{p}".encode()).hexdigest()[:16]
+                   for d, p in zip(pd.DatetimeIndex(date), prompts, strict=True)]  # fmt: skip
+            base = {"state_id": ids, "split": split, "format": "rain"}
+            states.append(
+                pd.DataFrame({**base, "date": date, "horizon": 1, "prompt": prompts, "rain_today": rain[days]})
+            )
+            outcomes.append(
+                pd.DataFrame(
+                    {
+                        **base,
+                        "outcome_date": table["date"].to_numpy()[days + 1],
+                        "precipitation": table["precipitation"].to_numpy()[days + 1],
+                        "rain": rain[days + 1],
+                    }
+                )
+            )
+        return pd.concat(states, ignore_index=True), pd.concat(outcomes, ignore_index=True)
+
+    def audit(self, prices, states, outcomes, cfg, news=None) -> dict:
+        """Independent of make_states: each prompt's lines are read back with a regular
+        expression and each compared with the table's row of its date, which must be on or
+        before the state's date; the last shown day must be the state's date; the outcome
+        must be the first row after it; the splits must follow each other, an embargo apart."""
+        rain_mm = cfg["weather"]["rain_mm"]
+        rows = prices.set_index("date")
+        after = {d: n for d, n in zip(prices["date"].iloc[:-1], prices["date"].iloc[1:], strict=True)}
+        out = outcomes.set_index("state_id")
+        for state in states.itertuples(index=False):
+            day = pd.Timestamp(state.date)
+            shown = [LINE.match(line) for line in state.prompt.splitlines()[1:-1]]
+            if not shown or not all(shown):
+                raise HitchhikerError(
+                    f"audit: state {state.state_id} ({day.date()}): a prompt line is not a day's weather"
+                )
+            for m in shown:
+                when = pd.Timestamp(m[1])
+                if when > day:
+                    raise HitchhikerError(
+                        f"audit: state {state.state_id} ({day.date()}) shows {when.date()}, a later day"
+                    )
+                want = rows.loc[when, list(COLUMNS)].to_numpy(dtype=float)
+                if np.abs(np.array([float(v) for v in m.groups()[1:]]) - want).max() > 0.05 + 1e-9:
+                    raise HitchhikerError(
+                        f"audit: state {state.state_id} ({day.date()}): its line for {when.date()} is not the data's"
+                    )
+            if pd.Timestamp(shown[-1][1]) != day:
+                raise HitchhikerError(f"audit: state {state.state_id} ({day.date()}) does not end on its own day")
+            o = out.loc[state.state_id]
+            nxt = after.get(day)
+            if nxt is None or pd.Timestamp(o["outcome_date"]) != nxt:
+                raise HitchhikerError(
+                    f"audit: state {state.state_id} ({day.date()}): its outcome is not the next day's"
+                )
+            if bool(o["rain"]) != bool(rows.loc[nxt, "precipitation"] > rain_mm):
+                raise HitchhikerError(
+                    f"audit: state {state.state_id} ({day.date()}): its outcome is not the data's rain"
+                )
+        report: dict = {"states_checked": len(states), "frequency": "daily"}
+        position = {d: i for i, d in enumerate(prices["date"])}
+        present = [s for s in SPLITS if s in set(states["split"])]
+        embargo = cfg["states"]["embargo"] if cfg["states"]["embargo"] is not None else cfg["states"]["horizon"]
+        for prev, nxt in itertools.pairwise(present):
+            last = position[pd.Timestamp(states.loc[states.split == prev, "date"].max())]
+            first = position[pd.Timestamp(states.loc[states.split == nxt, "date"].min())]
+            if first - last < embargo:
+                raise HitchhikerError(f"audit: {prev} ends {first - last} days before {nxt} starts, under the embargo")
+            report[f"{prev}_to_{nxt}"] = {"embargo_periods": int(first - last)}
+        return report
+
+    # -- answers ------------------------------------------------------------------------
+
+    def score(self, samples, states, outcomes, reward_cfg):
+        rain = outcomes.set_index("state_id")["rain"].reindex(samples["state_id"]).to_numpy(dtype=bool)
+        text = samples["completion"].astype(str).str.strip()
+        first = text.str.split(n=1).str[0].fillna("").str.strip(".,:;!?\"'").str.lower()
+        valid = first.isin(WORDS).to_numpy()
+        right = (first.to_numpy() == "yes") == rain
+        reason = np.where(text.to_numpy() == "", "empty answer", "first word is not yes or no")
+        zeros = np.zeros(len(samples), dtype=int)
+        return pd.DataFrame(
+            {
+                "valid": valid,
+                # typed text: a round with no invalid answer still stores a text column
+                "invalid_reason": pd.array(np.where(valid, None, reason), dtype="string"),
+                "reward": np.where(valid, right.astype(float), reward_cfg["invalid_penalty"]),
+                "answer": pd.array(np.where(valid, first.to_numpy(), None), dtype="string"),
+                "correct": np.where(valid, right.astype(float), np.nan),
+                "claims": zeros,
+                "unsupported_claims": zeros,
+                "supported_claims": zeros,
+            },
+            index=samples.index,
+        )
+
+    def action_rewards(self, outcomes: pd.DataFrame, reward_cfg: dict) -> pd.DataFrame:
+        rain = np.repeat(outcomes["rain"].to_numpy(dtype=bool), 2)
+        action = np.tile(WORDS, len(outcomes))
+        return pd.DataFrame(
+            {
+                "state_id": np.repeat(outcomes["state_id"].to_numpy(), 2),
+                "action": action,
+                "reward": ((action == "yes") == rain).astype(float),
+            }
+        )
+
+    def answer_metrics(self, scored: pd.DataFrame, block: int, seed: int) -> dict:
+        said = scored.loc[scored["valid"].astype(bool)]
+        mean, lo, hi = metrics.block_bootstrap_ci((said["answer"] == "yes").astype(float), said["date"], block, seed)
+        return {"yes_rate": {"mean": mean, "ci95": [lo, hi], "n": len(said)}}
+
+    def baselines(self, states, outcomes, reward_cfg):
+        """climatology, persistence and never, rewarded as an answer: 1 when right, else 0."""
+        out = outcomes.set_index("state_id")
+        train = out[out["split"] == "train"]
+        month_rate = train.groupby(pd.DatetimeIndex(train["outcome_date"]).month)["rain"].mean()
+        months = (pd.DatetimeIndex(states["date"]) + pd.Timedelta(days=1)).month  # tomorrow's (a calendar fact)
+        rain = out.loc[states["state_id"], "rain"].to_numpy(dtype=bool)
+        says = {
+            "climatology": month_rate.reindex(months).fillna(0.0).to_numpy() > 0.5,
+            "persistence": states["rain_today"].to_numpy(dtype=bool),
+            "never": np.zeros(len(states), bool),
+        }
+        return pd.concat(
+            [
+                pd.DataFrame(
+                    {
+                        "baseline": name,
+                        "state_id": states["state_id"].to_numpy(),
+                        "date": states["date"].to_numpy(),
+                        "reward": (yes == rain).astype(float),
+                    }
+                )
+                for name, yes in says.items()
+            ],
+            ignore_index=True,
+        )
+
+    # -- the tiny model's warm-up -------------------------------------------------------
+
+    def practice_turn(self, cfg: dict, rng: np.random.Generator, i: int) -> tuple[str, list[str]]:
+        n = int(rng.integers(1, 11))
+        rows = pd.DataFrame(
+            {
+                "date": pd.Timestamp("2000-01-01") + pd.to_timedelta(rng.integers(0, 9000) + np.arange(n), "D"),
+                "precipitation": np.where(rng.random(n) < 0.5, 0.0, rng.gamma(1.0, 5.0, n)),
+                "temp_max": rng.normal(16, 7, n),
+                "temp_min": rng.normal(8, 5, n),
+                "wind": rng.gamma(3.0, 1.0, n),
+            }
+        )
+        own = cfg.get("weather", {})
+        return render(own.get("place", "Seattle"), rows, own.get("rain_mm", 0)), list(WORDS)
+
+
+ENVIRONMENT = Weather()
