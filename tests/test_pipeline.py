@@ -286,6 +286,7 @@ STAGES = {
         # imported by the methods score, evaluate and summarize call (base.CALLED_BY): score onward
         ("environments/hallucination", {"score", "grpo_train", "rollout", "evaluate", "summarize"}),
         ("environments/sequential", set()),  # another environment's module: only the configured one is an input
+        ("environments/weather", set()),
         ("policy", STAGES - {"fetch_prices"}),  # base_model, build_states, rollout, evaluate import it
     ],
 )

@@ -246,4 +246,4 @@ def test_a_users_weather_file_runs_every_stage_from_another_directory(tmp_path):
     assert (valid.reward == (valid.answer.eq("yes") == outcomes.rain[valid.state_id].to_numpy())).all()
     assert (preds.rain == outcomes.rain[preds.state_id].to_numpy()).all()
     headline = pd.read_csv(res / "headline.csv")
-    assert len(headline) == 6
+    assert len(headline) == 6 and "mean reward" in headline.columns  # no dollar sign: not a market

@@ -1,7 +1,8 @@
 """fetch_prices: the environment's data step. It writes the table the states are built from
-to results/<run>/<data_name>.parquet: for the market, the tidy price table (date, ticker,
-close) of data.tickers (environments/prices.py has the sources and the fault treatment);
-for another environment, whatever its ``fetch`` reads. The name is the design card's.
+to results/<run>/<data_name>.parquet: for the market, the tidy price table of the
+configured universe (environments/prices.py has the sources and the fault treatment); for
+another environment, whatever its ``fetch`` reads and checks (the weather environment: a
+daily weather record). The name is the design card's.
 
 Usage:
   python -m hitchhiker.fetch_prices --config config.yaml --out results/default/prices.parquet

@@ -90,10 +90,11 @@ def _cell(stat: dict | None, spec: str) -> str:
     return f"{stat['mean']:{spec}} [{lo:{spec}}, {hi:{spec}}]"
 
 
-def headline(summary: dict) -> pd.DataFrame:
+def headline(summary: dict, unit: str = "$") -> pd.DataFrame:
     """The run's headline table: per round and mode, the valid rate, accuracy (where the
     environment scores one), mean reward and unsupported claims per answer, each with its
-    95% interval, and the mean reward's paired difference to the base policy."""
+    95% interval, and the mean reward's paired difference to the base policy; ``unit`` is
+    the environment's reward_unit."""
     rows = []
     for m in summary["rounds"]:
         for mode in MODES:
@@ -106,9 +107,9 @@ def headline(summary: dict) -> pd.DataFrame:
                     "mode": mode,
                     "valid": _cell(s.get("valid_rate"), ".0%"),
                     "accuracy": _cell(s.get("accuracy"), ".2f"),
-                    "mean reward $": _cell(s.get("mean_reward"), "+.4f"),
+                    f"mean reward {unit}".strip(): _cell(s.get("mean_reward"), "+.4f"),
                     "claims per answer": _cell(s.get("hallucination", {}).get("unsupported_per_answer"), ".2f"),
-                    "reward - base $": _cell(
+                    f"reward - base {unit}".strip(): _cell(
                         summary["reward_minus_base"].get(f"round_{m['round']}", {}).get(mode), "+.4f"
                     ),
                 }
@@ -131,13 +132,13 @@ def _interval_plot(ax, xs, stats, color, label):
     ax.fill_between(xs, lo, hi, color=color, alpha=0.2)
 
 
-def plot_learning_curve(rounds: list[dict], path) -> None:
+def plot_learning_curve(rounds: list[dict], path, unit: str = "$") -> None:
     fig, axes = plt.subplots(1, 4, figsize=(15, 3.5))
     titles = {
         "valid_rate": "valid answers",
         "accuracy": "accuracy (valid answers)",
         "rank_ic": "rank IC (valid answers)",
-        "mean_reward": "mean reward per decision ($)",
+        "mean_reward": f"mean reward per decision{f' ({unit})' if unit else ''}",
     }
     xs = [m["round"] for m in rounds]
     titles = {k: v for k, v in titles.items() if k in rounds[0]["greedy"]}  # accuracy: where the environment says
@@ -240,13 +241,13 @@ def main(argv: list[str] | None = None) -> None:
         "rates_minus_base": rates_minus_base,
     }
     artifacts.write_json(summary, args.out_json)
-    plot_learning_curve(rounds, args.out_plot)
+    plot_learning_curve(rounds, args.out_plot, env.reward_unit)
     plot_invalid(rounds, args.out_invalid)
     figures = env.draw_plots(preds, rounds, base_rows, cfg)
     for path in args.out_env_plots:
         save(figures[Path(path).stem], path)
 
-    table = headline(summary)
+    table = headline(summary, env.reward_unit)
     artifacts.write_csv(table, args.out_headline)
     print(f"summarize: -> {args.out_json}, {args.out_headline}")
     print(table.to_string(index=False))

@@ -1,7 +1,7 @@
 """Environments: what is domain-specific lives behind one class, chosen by the config key
 ``environment``. Stages call only the methods of :class:`~hitchhiker.environments.base.Environment`,
 through :func:`get`; none imports an environment's modules, so a new environment is a
-module whose ``ENVIRONMENT`` is an instance of a subclass (make_states, audit and score;
+module whose ``ENVIRONMENT`` is an instance of a subclass (fetch, make_states, audit and score;
 base.py has a default for the rest) and a line in ENVIRONMENTS, with no change to rollout,
 score, training, evaluation or the Snakefile.
 

@@ -46,6 +46,8 @@ class Environment:
     # the figures summarize draws for it besides the learning curve and the invalid answers:
     # results/<run>/<name>.png each, with its caption in workflow/report/<name>.rst
     plots: tuple[str, ...] = ()
+    # what a reward is counted in, for the headline table's and the learning curve's labels
+    reward_unit: str = ""
     # the JSON schema of the environment's own config section, the top-level key named after
     # it (defaults and a description per key, as in the shared schema); None: no section
     config_schema: dict | None = None

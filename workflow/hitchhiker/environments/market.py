@@ -78,6 +78,7 @@ class PriceData(Environment):
     only), and the columns their metrics read."""
 
     data_name = "prices"
+    reward_unit = "$"
     data_columns = ("date", "ticker", "close")
     state_columns = ("tickers",)
     outcome_columns = ("forward_returns",)
