@@ -199,6 +199,25 @@ def test_the_weather_section_is_validated_by_the_environments_own_schema(mutate,
         config.validate(cfg)
 
 
+def test_a_weather_config_needs_no_market_keys_and_a_market_one_still_needs_its_tickers():
+    cfg = config.validate(
+        {
+            "run": "w",
+            "environment": "weather",
+            "states": {
+                "horizon": 1,
+                "train": {"start": "2012-01-01", "end": "2013-12-31"},
+                "test": {"start": "2014-03-01", "end": "2015-12-30"},
+            },
+        }
+    )
+    assert cfg["weather"]["place"] == "Seattle" and "tickers" not in cfg["data"]
+    market = {**cfg, "environment": "market", "data": {}}
+    del market["weather"]
+    with pytest.raises(HitchhikerError, match=r"^config key data.tickers is required: the market environment's"):
+        config.validate(market)
+
+
 def test_a_stage_gets_the_environments_section_with_the_environment():
     cfg = weather_config()
     assert json.loads(config.subset(cfg, ["run", "environment"]))["weather"]["place"] == "Seattle"

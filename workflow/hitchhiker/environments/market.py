@@ -84,6 +84,10 @@ class PriceData(Environment):
     outcome_columns = ("forward_returns",)
     practice_reasons = ("because the recent returns are higher.", "because the recent returns are lower.")
 
+    def check_config(self, cfg: dict) -> None:
+        if "data" in cfg and not cfg["data"].get("tickers"):
+            raise HitchhikerError(f"config key data.tickers is required: the {self.name} environment's universe")
+
     def tickers_per_state(self, cfg: dict) -> int:
         """The most tickers one state shows: fetch keeps at least this many when a fault
         policy drops some."""
@@ -120,6 +124,7 @@ class Market(PriceData):
         self.closes = closes
 
     def check_config(self, cfg: dict) -> None:
+        super().check_config(cfg)
         st, data = cfg.get("states", {}), cfg.get("data", {})  # a stage may read neither section
         if st.get("turns", 1) != 1:
             raise HitchhikerError(
