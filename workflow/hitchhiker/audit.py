@@ -14,7 +14,7 @@ Usage:
 
 from __future__ import annotations
 
-from hitchhiker import artifacts, cli, config, environments, frequency, headlines
+from hitchhiker import artifacts, cli, config, environments, frequency
 
 SECTIONS = ["run", "seed", "environment", "data", "states"]
 
@@ -34,7 +34,6 @@ def main(argv: list[str] | None = None) -> None:
         artifacts.read_parquet(args.states, artifacts.STATES),
         artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES),
         cfg,
-        headlines.read(cfg["data"]["news"]) if cfg["data"]["news"] else None,
     )
     artifacts.write_json(report, args.out)
     unit = frequency.periods(report["frequency"], 2)[2:]

@@ -4,8 +4,8 @@ splits, from the data step's table.
 
 The environment (config key ``environment``) makes them; each prompt is capped at
 states.max_prompt_tokens measured with the base policy's own tokenizer and chat template,
-trimming the oldest history first. With data.news, the headline table is read here; with
-data.signals, the signal table (signals.py), each value shown as of the decision date.
+trimming the oldest history first. The environment reads what else its prompts show (the
+market: data.news, data.signals), each as of the decision date.
 
 Usage:
   python -m hitchhiker.build_states --config config.yaml --data results/default/prices.parquet \\
@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hitchhiker import artifacts, cli, config, environments, headlines, policy
+from hitchhiker import artifacts, cli, config, environments, policy
 
 SECTIONS = ["run", "seed", "environment", "data", "states", "model"]
 
@@ -81,8 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     tok = policy.load_tokenizer(args.policy, cfg["model"])
     env = environments.get(cfg["environment"])
     data = artifacts.read_parquet(args.data, list(env.data_columns))
-    news = headlines.read(cfg["data"]["news"]) if cfg["data"]["news"] else None
-    states, outcomes = env.make_states(data, cfg, budget_check(tok), news)
+    states, outcomes = env.make_states(data, cfg, budget_check(tok))
     artifacts.write_parquet(outcomes, args.outcomes)
     artifacts.write_parquet(states, args.states)
     counts = states.groupby(["split", "format"]).size().to_dict()

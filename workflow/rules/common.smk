@@ -58,6 +58,7 @@ _env = environments.get(config["environment"])
 # the data step's table, and the figures the environment draws (summarize), each with
 # workflow/report/<name>.rst
 DATA = f"{RESULTS}/{_env.data_name}.parquet"
+STATE_FILES = _env.state_files(config)  # what else build_states and the audit read
 ENV_PLOTS = _env.plots
 
 

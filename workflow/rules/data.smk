@@ -39,8 +39,7 @@ rule base_model:
 
 rule build_states:
     input:
-        **({"news": config["data"]["news"]} if config["data"]["news"] else {}),
-        **({"signals": config["data"]["signals"]} if config["data"]["signals"] else {}),
+        files=STATE_FILES,
         code=code("build_states"),
         data=DATA,
         policy=policy(0),
@@ -62,8 +61,7 @@ rule build_states:
 
 rule audit:
     input:
-        **({"news": config["data"]["news"]} if config["data"]["news"] else {}),
-        **({"signals": config["data"]["signals"]} if config["data"]["signals"] else {}),
+        files=STATE_FILES,
         code=code("audit"),
         data=DATA,
         states=f"{RESULTS}/states.parquet",

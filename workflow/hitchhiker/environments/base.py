@@ -68,24 +68,15 @@ class Environment:
         and what was done to it. Bad data raises HitchhikerError in one line."""
         raise NotImplementedError(f"the {self.name} environment has no fetch")
 
-    def make_states(
-        self, prices: pd.DataFrame, cfg: dict, fits, news: pd.DataFrame | None = None
-    ) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """(states, outcomes) for every configured split from the data table (date, ticker,
-        close, ...). ``fits(texts, budget) -> bool array`` says whether each rendered user
-        message, chat-templated, has at most ``budget`` tokens; ``news`` is the headline
-        table (date, ticker, headline) or None. A prompt may show nothing dated after its
-        state's date; the outcome is what follows it. Deterministic given cfg["seed"]."""
+    def make_states(self, prices: pd.DataFrame, cfg: dict, fits) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(states, outcomes) for every configured split from the data table (what fetch
+        wrote), and any file of state_files. ``fits(texts, budget) -> bool array`` says
+        whether each rendered user message, chat-templated, has at most ``budget`` tokens. A
+        prompt may show nothing dated after its state's date; the outcome is what follows
+        it. Deterministic given cfg["seed"]."""
         raise NotImplementedError(f"the {self.name} environment has no make_states")
 
-    def audit(
-        self,
-        prices: pd.DataFrame,
-        states: pd.DataFrame,
-        outcomes: pd.DataFrame,
-        cfg: dict,
-        news: pd.DataFrame | None = None,
-    ) -> dict:
+    def audit(self, prices: pd.DataFrame, states: pd.DataFrame, outcomes: pd.DataFrame, cfg: dict) -> dict:
         """Re-derive every state and outcome from the data up to its date; raise
         HitchhikerError naming the first state that differs. Returns the report audit.json
         holds: at least states_checked and frequency."""
@@ -116,6 +107,11 @@ class Environment:
         """Raise HitchhikerError (one line) if the cleaned data table cannot make the
         configured states, e.g. a split with no decision date; called before any job runs.
         Default: no check beyond the schema's."""
+
+    def state_files(self, cfg: dict) -> list[str]:
+        """The files make_states and audit read besides the data table (the market's data.news
+        and data.signals): the inputs of build_states and the audit. Default: none."""
+        return []
 
     def data_files(self, cfg: dict) -> list[str]:
         """The files fetch reads: the data step's inputs, so that editing one reruns it.

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from hitchhiker import metrics
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments import answers, audit, baselines, lists, prompts, states
+from hitchhiker.environments import answers, audit, baselines, headlines, lists, prompts, states
 from hitchhiker.environments.base import Environment
 
 FORMAT_SIZES = {"elementwise": 1, "pairwise": 2, "listwise": 4}  # the tiny model's practice prompts
@@ -88,6 +88,9 @@ class PriceData(Environment):
         if "data" in cfg and not cfg["data"].get("tickers"):
             raise HitchhikerError(f"config key data.tickers is required: the {self.name} environment's universe")
 
+    def state_files(self, cfg: dict) -> list[str]:
+        return [f for f in (cfg["data"]["news"], cfg["data"]["signals"]) if f]
+
     def tickers_per_state(self, cfg: dict) -> int:
         """The most tickers one state shows: fetch keeps at least this many when a fault
         policy drops some."""
@@ -152,7 +155,8 @@ class Market(PriceData):
     def make_states(
         self, prices: pd.DataFrame, cfg: dict, fits, news: pd.DataFrame | None = None
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
-        return states.make_states(*self._tables(prices, cfg), cfg, fits, news)
+        """``news``: the headline table, or None to read data.news (if set)."""
+        return states.make_states(*self._tables(prices, cfg), cfg, fits, self._news(cfg) if news is None else news)
 
     def audit(
         self,
@@ -162,7 +166,13 @@ class Market(PriceData):
         cfg: dict,
         news: pd.DataFrame | None = None,
     ) -> dict:
-        return audit.audit(*self._tables(prices, cfg), states_, outcomes, cfg, news)
+        return audit.audit(
+            *self._tables(prices, cfg), states_, outcomes, cfg, self._news(cfg) if news is None else news
+        )
+
+    @staticmethod
+    def _news(cfg: dict) -> pd.DataFrame | None:
+        return headlines.read(cfg["data"]["news"]) if cfg["data"].get("news") else None
 
     def score(
         self, samples: pd.DataFrame, states_: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict

@@ -160,7 +160,7 @@ class Sequential(market.PriceData):
     def _tables(prices: pd.DataFrame, cfg: dict):
         return states.tables(prices, cfg, states.wide)
 
-    def make_states(self, prices, cfg, fits, news=None):
+    def make_states(self, prices, cfg, fits):
         st = cfg["states"]
         wide, volume, _ = self._tables(prices, cfg)
         dates, closes = wide.index, wide.to_numpy()
@@ -237,7 +237,7 @@ class Sequential(market.PriceData):
         )
         return state_frame, outcome_frame
 
-    def audit(self, prices, states_, outcomes, cfg, news=None):
+    def audit(self, prices, states_, outcomes, cfg):
         """Re-derive every episode from the prices: its first prompt byte for byte, and for
         every later turn its date, the returns its message shows and the period return its
         portfolio line is computed from, each from prices up to that turn's date; then the

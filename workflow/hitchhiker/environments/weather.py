@@ -202,7 +202,7 @@ class Weather(Environment):
 
     # -- states and outcomes ------------------------------------------------------------
 
-    def make_states(self, prices, cfg, fits, news=None):
+    def make_states(self, prices, cfg, fits):
         st, own = cfg["states"], cfg["weather"]
         table = prices.reset_index(drop=True)
         rain = table["precipitation"].to_numpy() > own["rain_mm"]
@@ -243,7 +243,7 @@ class Weather(Environment):
             )
         return pd.concat(states, ignore_index=True), pd.concat(outcomes, ignore_index=True)
 
-    def audit(self, prices, states, outcomes, cfg, news=None) -> dict:
+    def audit(self, prices, states, outcomes, cfg) -> dict:
         """Independent of make_states: each prompt's lines are read back with a regular
         expression and each compared with the table's row of its date, which must be on or
         before the state's date; the last shown day must be the state's date; the outcome
