@@ -214,8 +214,9 @@ def test_a_weather_config_needs_no_market_keys_and_a_market_one_still_needs_its_
     assert cfg["weather"]["place"] == "Seattle" and "tickers" not in cfg["data"]
     market = {**cfg, "environment": "market", "data": {}}
     del market["weather"]
-    with pytest.raises(HitchhikerError, match=r"^config key data.tickers is required: the market environment's"):
-        config.validate(market)
+    config.validate(market)
+    with pytest.raises(HitchhikerError, match=r"^config key data.tickers is required: the market environments'"):
+        environments.get("market").preflight_data(market)  # before any job, and in fetch_prices
 
 
 def test_a_stage_gets_the_environments_section_with_the_environment():

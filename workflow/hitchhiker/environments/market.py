@@ -84,10 +84,6 @@ class PriceData(Environment):
     outcome_columns = ("forward_returns",)
     practice_reasons = ("because the recent returns are higher.", "because the recent returns are lower.")
 
-    def check_config(self, cfg: dict) -> None:
-        if "data" in cfg and not cfg["data"].get("tickers"):
-            raise HitchhikerError(f"config key data.tickers is required: the {self.name} environment's universe")
-
     def state_files(self, cfg: dict) -> list[str]:
         return [f for f in (cfg["data"]["news"], cfg["data"]["signals"]) if f]
 
@@ -127,7 +123,6 @@ class Market(PriceData):
         self.closes = closes
 
     def check_config(self, cfg: dict) -> None:
-        super().check_config(cfg)
         st, data = cfg.get("states", {}), cfg.get("data", {})  # a stage may read neither section
         if st.get("turns", 1) != 1:
             raise HitchhikerError(

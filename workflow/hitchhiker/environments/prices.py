@@ -391,6 +391,12 @@ def clean(prices: pd.DataFrame, faults: dict, need: int) -> tuple[pd.DataFrame, 
     return out.sort_values(["date", "ticker"]).reset_index(drop=True), notes
 
 
+def required(data: dict) -> None:
+    """data.tickers: not required by the shared schema (other environments have no tickers)."""
+    if not data.get("tickers"):
+        raise cli.HitchhikerError("config key data.tickers is required: the market environments' universe")
+
+
 def files(data: dict) -> list[str]:
     """The files the configured source reads (none for yfinance, which downloads)."""
     if data["source"] == "sample":
@@ -413,6 +419,7 @@ def source(data: dict) -> str:
 def fetch(cfg: dict, need: int) -> tuple[pd.DataFrame, list[str]]:
     """The cleaned price table and the log's lines; ``need`` is the fewest tickers a state shows."""
     data, states = cfg["data"], cfg["states"]
+    required(data)
 
     def date_range(freq: str) -> tuple[dt.date, dt.date]:
         # the splits' dates, padded by twice the window and horizon in calendar days (weekends)
@@ -478,6 +485,7 @@ def preflight(cfg: dict, env) -> None:
     A range error names the dates the prices cover once cleaned and why they were trimmed.
     Skipped for yfinance, which would download. Takes about a second on the bundled sample.
     """
+    required(cfg["data"])
     if cfg["data"]["source"] == "yfinance":
         return
     prices, notes = fetch(cfg, env.tickers_per_state(cfg))

@@ -129,7 +129,6 @@ class Sequential(market.PriceData):
     plots = ("equity_curves",)  # no calibration: an episode's weights are not one forecast
 
     def check_config(self, cfg: dict) -> None:
-        super().check_config(cfg)
         st, data = cfg.get("states", {}), cfg.get("data", {})
         if st and st["horizon"] % st["turns"]:
             raise HitchhikerError(
