@@ -221,7 +221,9 @@ def test_a_weather_config_needs_no_market_keys_and_a_market_one_still_needs_its_
 
 def test_a_stage_gets_the_environments_section_with_the_environment():
     cfg = weather_config()
-    assert json.loads(config.subset(cfg, ["run", "environment"]))["weather"]["place"] == "Seattle"
+    cfg["weather"]["place"] = "Seattle, WA"
+    given = json.loads(config.subset(cfg, ["run", "environment"]))
+    assert config.validate(given, {"run", "environment"})["weather"]["place"] == "Seattle, WA"
     assert "weather" not in json.loads(config.subset(cfg, ["run", "rollout"]))
     config.validate(json.loads(json.dumps(cfg)), {"run", "rollout"})  # a whole file, to a stage that reads neither
 
@@ -267,3 +269,22 @@ def test_a_users_weather_file_runs_every_stage_from_another_directory(tmp_path):
     assert (preds.rain == outcomes.rain[preds.state_id].to_numpy()).all()
     headline = pd.read_csv(res / "headline.csv")
     assert len(headline) == 6 and "mean reward" in headline.columns  # no dollar sign: not a market
+
+
+@pytest.mark.slow
+def test_full_information_trains_on_both_answers_priced_through_the_dag(tmp_path):
+    """train.objective full_information on the weather environment: every stage, the tiny
+    model, one round; the policy moves and logs the best action's probability."""
+    from safetensors.torch import load_file
+
+    cfg = weather_config()
+    cfg["model"]["tiny"]["format_warmup_steps"] = 30
+    cfg["train"] = {**cfg["train"], "objective": "full_information", "per_device_batch_size": 4}
+    write_config(tmp_path / "config.yaml", cfg)
+    run("snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml", "--cores", "2", cwd=tmp_path)
+    res = tmp_path / "results" / "weather"
+    assert "full_information on 8 groups" in (res / "logs" / "grpo_train_round_1.log").read_text()
+    before, after = (load_file(res / "policy" / f"round_{r}" / "model" / "model.safetensors") for r in (0, 1))
+    assert any(not (before[k] == after[k]).all() for k in before)
+    assert pd.read_csv(res / "policy" / "round_1" / "train_log.csv")["full_information/p_best"].notna().any()
+    assert [r["round"] for r in json.loads((res / "metrics.json").read_text())["rounds"]] == [0, 1]

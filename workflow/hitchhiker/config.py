@@ -102,12 +102,15 @@ def validate(cfg: dict, sections: set[str] | None = None) -> dict:
     # passed through (a stage given a whole config file that does not read it)
     name = cfg.get("environment", sch["properties"]["environment"]["default"])
     own = _environment(name).config_schema if isinstance(name, str) and (chosen or name in cfg) else None
+    given = set(cfg)
     section = cfg.pop(name, {}) if own is not None else None
     try:
         _raise_first(sch, cfg)
     finally:
         if own is not None:
             cfg[name] = section
+    for key in set(cfg) - given - set(sections or cfg):  # a section the stage neither reads nor was given:
+        del cfg[key]  # its defaults would bring rules (data.signals with states.signals) it cannot meet
     if own is not None and chosen:
         _raise_first({"type": "object", "properties": {name: own}}, cfg)
     _check_rules(cfg, chosen)
