@@ -259,6 +259,7 @@ def test_a_users_weather_file_runs_every_stage_from_another_directory(tmp_path):
     assert [r["round"] for r in summary["rounds"]] == [0, 1, 2]
     assert set(summary["baselines"]) == {"climatology", "persistence", "never"}
     modes = [r[mode] for r in summary["rounds"] for mode in ("greedy", "sampled")]
+    assert not any("sharpe" in m for m in [*modes, *summary["baselines"].values()])  # a forecast holds no capital
     assert all(m["states"] == 6 and m["yes_rate"]["n"] == m["n_valid"] for m in modes)
     assert any(0 <= m["yes_rate"]["mean"] <= 1 for m in modes if m["n_valid"])
     preds = pd.read_parquet(res / "eval" / "round_2" / "predictions.parquet")

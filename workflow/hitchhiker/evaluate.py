@@ -13,11 +13,11 @@ Metrics, per decoding mode (an episode of a multi-turn environment is one answer
                   unknown_ticker_rate), any_rate for any of them, unsupported_per_answer;
                   and whether a fall is only writing less: stating_figures_rate (answers
                   that state any figure), supported_per_answer, completion_chars
-  mean_reward     mean dollar reward per answer, invalid answers at the penalty
-  hit_rate, median_reward, Sharpe and maximum drawdown of the portfolio the decisions
-  induce, an invalid answer's capital in cash (hitchhiker/metrics.py has the
-  definitions); accuracy where the environment's score says whether an answer was right
-  (``correct``)
+  mean_reward     mean reward per answer (the market's: dollars), invalid answers at the penalty
+  hit_rate, median_reward; where the environment's decisions are positions (the market's),
+  Sharpe and maximum drawdown of the portfolio they induce, an invalid answer's capital
+  in cash (hitchhiker/metrics.py has the definitions); accuracy where the environment's
+  score says whether an answer was right (``correct``)
   and the environment's own (answer_metrics): for the market, accuracy's n, rank_ic and
   brier with a calibration table; for the sequential portfolio, episode return, turnover
   and drawdown.
@@ -54,7 +54,7 @@ def metrics(preds: pd.DataFrame, env, states_cfg: dict, seed: int, per_year: int
     block = block_length(h, stride)
     out = {}
     for mode, part in preds.groupby("mode"):
-        m = decision_stats(part, h, stride, seed, per_year)
+        m = decision_stats(part, h, stride, seed, per_year, env.positions)
         m["states"] = int(part.state_id.nunique())
         m["invalid_reasons"] = part.invalid_reason.dropna().value_counts().to_dict()
         m["n_valid"] = int(part.valid.sum())

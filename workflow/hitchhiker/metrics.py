@@ -104,10 +104,14 @@ def max_drawdown(returns) -> float:
     return float(np.max(1.0 - equity / peak)) if len(equity) else math.nan
 
 
-def decision_stats(frame: pd.DataFrame, horizon: int, stride: int, seed: int = 0, per_year: int = 252) -> dict:
+def decision_stats(
+    frame: pd.DataFrame, horizon: int, stride: int, seed: int = 0, per_year: int = 252, positions: bool = True
+) -> dict:
     """Headline numbers of one policy's (or baseline's) decisions, each with a 95% interval.
 
-    ``frame`` has one row per decision: date, reward, and optionally valid and correct.
+    ``frame`` has one row per decision: date, reward, and optionally valid and correct. With
+    ``positions`` (the environment's: each reward is a return on the capital it held), the
+    Sharpe ratio and maximum drawdown of the portfolio the decisions induce too.
     """
     block = block_length(horizon, stride)
     out: dict = {"n": len(frame), "decision_dates": int(frame["date"].nunique())}
@@ -123,6 +127,8 @@ def decision_stats(frame: pd.DataFrame, horizon: int, stride: int, seed: int = 0
         "median": float(frame["reward"].median()),
         "ci95": list(block_bootstrap_median_ci(frame["reward"], frame["date"], block, seed)),
     }
+    if not positions:
+        return out
     port = portfolio_returns(held(frame), frame["date"], horizon, stride)
     for name, fn in (("sharpe", lambda r: sharpe(r, stride, per_year)), ("max_drawdown", max_drawdown)):
         out[name] = {"mean": fn(port.to_numpy()), "ci95": list(series_bootstrap_ci(port.to_numpy(), block, fn, seed))}

@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     per_year = frequency.per_year(frequency.of_outcomes(evaluated.date, outcome_dates, h))
     baselines = {}
     for name, part in base_rows.groupby("baseline"):
-        baselines[name] = decision_stats(part, h, stride, seed, per_year)
+        baselines[name] = decision_stats(part, h, stride, seed, per_year, env.positions)
         for column in part.columns.difference(["baseline", "state_id", "date", "reward"]):  # the environment's own
             mean, lo, hi = block_bootstrap_ci(part[column], part["date"], block_length(h, stride), seed)
             baselines[name][column] = {"mean": mean, "ci95": [lo, hi]}

@@ -48,6 +48,10 @@ class Environment:
     plots: tuple[str, ...] = ()
     # what a reward is counted in, for the headline table's and the learning curve's labels
     reward_unit: str = ""
+    # whether a decision is a position whose reward is a return on the capital it held: then
+    # evaluate and summarize add the Sharpe ratio and maximum drawdown of the portfolio the
+    # decisions induce (metrics.decision_stats)
+    positions: bool = False
     # the JSON schema of the environment's own config section, the top-level key named after
     # it (defaults and a description per key, as in the shared schema); None: no section
     config_schema: dict | None = None

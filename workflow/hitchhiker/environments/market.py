@@ -79,6 +79,7 @@ class PriceData(Environment):
 
     data_name = "prices"
     reward_unit = "$"
+    positions = True
     data_columns = ("date", "ticker", "close")
     state_columns = ("tickers",)
     outcome_columns = ("forward_returns",)
