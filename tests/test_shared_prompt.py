@@ -92,14 +92,14 @@ def test_the_cpu_head_gives_trls_logprobs_entropies_and_gradients(softcap, scale
         torch.testing.assert_close(ours, trl_, atol=1e-5, rtol=1e-5)
 
 
-def _trainer(tok, samples, group, share, tmp_path, attn="sdpa", mode="token_truncate"):
+def _trainer(tok, samples, group, share, tmp_path, attn="sdpa", mode="token_truncate", checkpointing=False):
     model = _model(len(tok), attn)
     args = GRPOConfig(
         output_dir=str(tmp_path / f"t{share}"), per_device_train_batch_size=len(samples), num_generations=group,
         num_train_epochs=1, learning_rate=1.0, optim="sgd", temperature=0.7, max_completion_length=T, report_to=[],
         use_cpu=True, bf16=False, logging_steps=1, save_strategy="no", seed=0, beta=0.04, loss_type="dapo",
         vllm_importance_sampling_correction=True, vllm_importance_sampling_mode=mode,
-        vllm_importance_sampling_clip_max=2.0, disable_tqdm=True,
+        vllm_importance_sampling_clip_max=2.0, disable_tqdm=True, gradient_checkpointing=checkpointing,
     )  # fmt: skip
     torch.manual_seed(0)
     return ReplayGRPOTrainer(
@@ -212,3 +212,18 @@ def test_one_training_step_ends_at_the_same_weights(tok, tmp_path, mode):
     if mode.endswith("truncate"):
         assert logs[True]["sampling/importance_sampling_ratio/max"] == pytest.approx(2.0)  # the cap was reached
         assert logs[True]["sampling/importance_sampling_ratio/capped_frac"] > 0
+
+
+def test_gradient_checkpointing_recomputes_the_packed_rows_exactly(tok, tmp_path):
+    # train.gradient_checkpointing: the checkpointed layers recompute the packed rows under
+    # their 4D mask in the backward pass, and the step ends where the stored activations' does
+    samples = _samples(len(tok), multi_turn=True)
+    weights = {}
+    for ckpt in (False, True):
+        trainer = _trainer(tok, samples, 3, True, tmp_path / str(ckpt), checkpointing=ckpt)
+        with _head(True):
+            trainer.train()
+        assert trainer.model.base_model.model.is_gradient_checkpointing == ckpt
+        weights[ckpt] = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    for name, w in weights[True].items():
+        torch.testing.assert_close(w, weights[False][name], atol=1e-6, rtol=1e-5)

@@ -197,6 +197,7 @@ def main(argv: list[str] | None = None) -> None:
         num_train_epochs=tr["epochs"],
         learning_rate=tr["learning_rate"],
         lr_scheduler_type=tr["lr_scheduler"],
+        gradient_checkpointing=tr["gradient_checkpointing"],  # TRL's configs default to True
         logging_steps=1,
         save_strategy="steps" if tr["save_steps"] else "no",
         save_steps=tr["save_steps"] or 500,
