@@ -16,13 +16,15 @@ buffer is an immutable artifact (Snakemake's) and the file accumulates across ro
                                                 valid, invalid_reason, claim counts, ...),
                                                 environment_reward (its reward) and reward (with
                                                 the grounding terms): what GRPO trains on
-score writes a round (:func:`write`); grpo_train reads it back (:func:`replay`, and for the
-full_information objective :func:`outcomes`).
+score writes a round (:func:`write`, scoring while the round's inputs are written); grpo_train
+reads it back (:func:`replay`, and for the full_information objective :func:`outcomes`).
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
@@ -47,36 +49,50 @@ def write(
     run: str,
     round_: int,
     tables: dict[str, pd.DataFrame | pa.Table],
+    scores: Callable[[], pd.DataFrame],
 ) -> tuple[float, float, float]:
     """The buffer of round ``round_``: ``previous`` (round r-1's, or None) with this round's
-    rows of ``tables`` (prompts, rollouts, scores, and the states and outcomes they refer to)
-    in place of any it held, written atomically to ``out``. Returns the round's valid rate,
-    mean reward and unsupported claims per sample, as stored."""
+    rows of ``tables`` (prompts, rollouts, and the states and outcomes they refer to) and of
+    ``scores()`` in place of any it held, written atomically to ``out``. ``scores`` is called
+    while another thread writes ``tables``: DuckDB's inserts release the GIL, so scoring (Python)
+    and writing share the two cores. Returns the round's valid rate, mean reward and
+    unsupported claims per sample, as stored."""
     if previous and not Path(previous).is_file():
         raise HitchhikerError(f"previous replay buffer {previous} does not exist")
     with artifacts.atomic_path(out) as tmp:
         if previous:
             shutil.copyfile(previous, tmp)
-        with duckdb.connect(str(tmp)) as con:
-            # table names are our constants; values always travel as parameters or registered frames
-            for name, table in tables.items():
-                con.register(f"{name}_in", table)
-                # the columns are the environment's: each table takes the first round's
-                con.execute(f"CREATE TABLE IF NOT EXISTS {name} AS SELECT ''::VARCHAR AS run, * FROM {name}_in LIMIT 0")
-            # created outside the transaction: a table created inside it and filled with more than
-            # one row group read back empty in the same connection after COMMIT (DuckDB 1.x)
-            con.execute("BEGIN TRANSACTION")
-            for name in ("states", "outcomes"):  # a state drawn again in a later round is replaced
-                con.execute(f"DELETE FROM {name} WHERE run = ? AND state_id IN (SELECT state_id FROM {name}_in)", [run])
-                con.execute(f"INSERT INTO {name} BY NAME SELECT ?::VARCHAR AS run, * FROM {name}_in", [run])
-            for name in ("prompts", "rollouts", "scores"):
-                con.execute(f"DELETE FROM {name} WHERE run = ? AND round = ?", [run, round_])
-                con.execute(f"INSERT INTO {name} BY NAME SELECT ?::VARCHAR AS run, * FROM {name}_in", [run])
-            con.execute("COMMIT")
+        with duckdb.connect(str(tmp)) as con, ThreadPoolExecutor(1) as pool:
+            # one statement at a time on the connection: the thread's, then this one's
+            inserted = pool.submit(_insert, con, run, round_, tables)
+            scored = scores()
+            inserted.result()
+            _insert(con, run, round_, {"scores": scored})
             return con.execute(
                 "SELECT avg(valid::INT), avg(reward), avg(unsupported_claims) FROM scores WHERE run = ? AND round = ?",
                 [run, round_],
             ).fetchone()
+
+
+def _insert(con, run: str, round_: int, tables: dict[str, pd.DataFrame | pa.Table]) -> None:
+    """Round ``round_``'s rows of ``tables`` in place of those the buffer holds, in one transaction."""
+    # table names are our constants; values always travel as parameters or registered frames
+    for name, table in tables.items():
+        con.register(f"{name}_in", table)
+        # the columns are the environment's: each table takes the first round's
+        con.execute(f"CREATE TABLE IF NOT EXISTS {name} AS SELECT ''::VARCHAR AS run, * FROM {name}_in LIMIT 0")
+    # created outside the transaction: a table created inside it and filled with more than
+    # one row group read back empty in the same connection after COMMIT (DuckDB 1.x)
+    con.execute("BEGIN TRANSACTION")
+    for name in tables:
+        if KEYS[name] == ["state_id"]:  # a state drawn again in a later round is replaced
+            con.execute(f"DELETE FROM {name} WHERE run = ? AND state_id IN (SELECT state_id FROM {name}_in)", [run])
+        else:
+            con.execute(f"DELETE FROM {name} WHERE run = ? AND round = ?", [run, round_])
+        con.execute(f"INSERT INTO {name} BY NAME SELECT ?::VARCHAR AS run, * FROM {name}_in", [run])
+    con.execute("COMMIT")
+    for name in tables:
+        con.unregister(f"{name}_in")
 
 
 def replay(buffer: str | Path, run: str, round_: int, rounds: int = 1) -> pd.DataFrame:

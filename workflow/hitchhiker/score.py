@@ -58,18 +58,21 @@ def main(argv: list[str] | None = None) -> None:
     if missing:
         raise cli.HitchhikerError(f"{args.rollouts}: state {min(missing)} has no outcome in {args.outcomes}")
     env = environments.get(cfg["environment"])
-    scored = env.score(keys, states.to_pandas(), outcomes, cfg["reward"])
-    scores = keys.drop(columns=["completion", "answers"]).join(scored.rename(columns={"reward": "environment_reward"}))
     penalty, bonus = cfg["grounding"]["unsupported_claim_penalty"], cfg["grounding"]["supported_claim_bonus"]
-    scores["reward"] = (
-        scores["environment_reward"]
-        - penalty * scores["unsupported_claims"]
-        + bonus * scores["supported_claims"] * scores["valid"]
-    )
+
+    def scores():  # called by buffer.write while it writes the round's inputs
+        scored = env.score(keys, states.to_pandas(), outcomes, cfg["reward"]).rename(
+            columns={"reward": "environment_reward"}
+        )
+        out = keys.drop(columns=["completion", "answers"]).join(scored)
+        charged = out["environment_reward"] - penalty * out["unsupported_claims"]
+        out["reward"] = charged + bonus * out["supported_claims"] * out["valid"]
+        return out
+
     tables = {"states": states, "outcomes": outcomes, "prompts": prompts, "rollouts": rollouts}
-    valid, mean, claims = buffer.write(args.out, args.previous, run, args.round, tables | {"scores": scores})
+    valid, mean, claims = buffer.write(args.out, args.previous, run, args.round, tables, scores)
     print(
-        f"score: round {args.round}, {len(scores)} samples, valid {valid:.1%}, mean reward {mean:+.4f}, "
+        f"score: round {args.round}, {len(keys)} samples, valid {valid:.1%}, mean reward {mean:+.4f}, "
         f"unsupported claims per sample {claims:.2f} -> {args.out}"
     )
 

@@ -265,7 +265,7 @@ def _labels(b: _Batch) -> list:
     wrong = []
     for m, i in zip(found := list(_LABELLED.finditer(b.text)), b.owner(found), strict=True):
         letter, name = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
-        tickers = b.tickers[i]
+        tickers = list(b.tickers[i])
         letters = answers.labels(len(tickers))
         if letter in letters and name in tickers and tickers[letters.index(letter)] != name:
             wrong.append(m)
@@ -298,7 +298,7 @@ def _unknown_tickers(b: _Batch) -> np.ndarray:
     found = list(_TICKER.finditer(b.text))
     words = {(int(i), m.group(1)) for m, i in zip(found, b.owner(found), strict=True)}
     unknown = [
-        i for i, w in words if w not in COMMON and w not in b.tickers[i] and w not in _prompt_words(b.prompts[i])
+        i for i, w in words if w not in COMMON and w not in list(b.tickers[i]) and w not in _prompt_words(b.prompts[i])
     ]
     return np.bincount(np.asarray(unknown, dtype=np.int64), minlength=b.n).astype(np.int64)
 
@@ -313,7 +313,7 @@ def check_many(completions, prompts_, tickers_) -> pd.DataFrame:
     """
     texts = ["" if c is None else str(c) for c in lists.pylist(completions)]
     prompts_ = lists.pylist(prompts_)
-    tickers_ = [list(t) for t in lists.pylist(tickers_)]
+    tickers_ = lists.pylist(tickers_)  # each a sequence; made a list only where a rule needs it
     if len(texts) > 1 and any(_SEP in t for t in texts):
         rows = [check_many([t], [p], [k]) for t, p, k in zip(texts, prompts_, tickers_, strict=True)]
         return pd.concat(rows, ignore_index=True)

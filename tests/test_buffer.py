@@ -1,0 +1,78 @@
+"""The replay buffer's writer: rounds accumulate, a round written again replaces its rows, and a
+scorer that fails leaves no buffer behind (score's scorer runs while the inputs are written)."""
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from hitchhiker import buffer
+
+
+def _round(r: int, states: list[int], reward: float) -> tuple[dict, pd.DataFrame]:
+    rows = [(s, i) for s in states for i in range(2)]
+    tables = {
+        "states": pa.table({"state_id": states, "prompt": [f"state {s}, seen in round {r}" for s in states]}),
+        "outcomes": pd.DataFrame({"state_id": states, "forward_return": [0.01 * s for s in states]}),
+        "prompts": pa.table({"round": [r] * len(states), "state_id": states, "prompt_ids": [[s] for s in states]}),
+        "rollouts": pa.table(
+            {
+                "round": [r] * len(rows),
+                "state_id": [s for s, _ in rows],
+                "sample_idx": [i for _, i in rows],
+                "completion_ids": [[s, i] for s, i in rows],
+                "logprobs": [[-0.5, -0.25]] * len(rows),
+            }
+        ),
+    }
+    scores = pd.DataFrame(
+        {
+            "round": r,
+            "state_id": [s for s, _ in rows],
+            "sample_idx": [i for _, i in rows],
+            "valid": True,
+            "reward": reward,
+            "unsupported_claims": 0,
+        }
+    )
+    return tables, scores
+
+
+PER_ROUND = "SELECT round, count(*), sum(reward) FROM scores GROUP BY round ORDER BY 1"
+
+
+def _count(path, sql: str):
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def test_rounds_accumulate_and_a_round_written_again_replaces_its_rows(tmp_path):
+    t1, s1 = _round(1, [1, 2], 1.0)
+    assert buffer.write(tmp_path / "r1.duckdb", None, "run", 1, t1, lambda: s1) == (1.0, 1.0, 0.0)
+    t2, s2 = _round(2, [2, 3], 2.0)  # state 2 drawn again: its row is replaced, not repeated
+    buffer.write(tmp_path / "r2.duckdb", tmp_path / "r1.duckdb", "run", 2, t2, lambda: s2)
+    assert _count(tmp_path / "r2.duckdb", PER_ROUND) == [(1, 4, 4.0), (2, 4, 8.0)]
+    assert _count(tmp_path / "r2.duckdb", "SELECT state_id, prompt FROM states ORDER BY 1") == [
+        (1, "state 1, seen in round 1"),
+        (2, "state 2, seen in round 2"),
+        (3, "state 3, seen in round 2"),
+    ]
+    t2b, s2b = _round(2, [3], 5.0)  # round 2 again (a rerun): its rows only are replaced
+    buffer.write(tmp_path / "r2b.duckdb", tmp_path / "r2.duckdb", "run", 2, t2b, lambda: s2b)
+    assert _count(tmp_path / "r2b.duckdb", PER_ROUND) == [(1, 4, 4.0), (2, 2, 10.0)]
+    assert _count(tmp_path / "r2b.duckdb", "SELECT round, count(*) FROM rollouts GROUP BY round ORDER BY 1") == [
+        (1, 4),
+        (2, 2),
+    ]
+    assert _count(tmp_path / "r1.duckdb", PER_ROUND) == [(1, 4, 4.0)]  # the previous round's file as it was
+
+
+def test_a_scorer_that_fails_leaves_no_buffer(tmp_path):
+    tables, _ = _round(1, [1, 2], 1.0)
+
+    def scores():
+        raise ValueError("the environment could not score")
+
+    with pytest.raises(ValueError, match="could not score"):
+        buffer.write(tmp_path / "r1.duckdb", None, "run", 1, tables, scores)
+    assert list(tmp_path.iterdir()) == []  # neither the buffer nor a temporary
