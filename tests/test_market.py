@@ -353,3 +353,10 @@ def test_signal_errors_are_one_line_and_come_before_any_state(tmp_path):
     sequential["states"]["formats"] = ["pairwise"]
     with pytest.raises(HitchhikerError, match=r"data.signals: the sequential environment shows no signals"):
         config.validate(sequential)
+
+
+def test_the_synthetic_market_says_its_closes_are_simulated():
+    cfg = config.validate(tiny_config())
+    assert get("market").describe_data(cfg) == "sample, the bundled data/sp500_dataset.csv.gz"
+    synthetic = get("synthetic").describe_data(cfg)
+    assert synthetic.startswith("sample, the bundled") and synthetic.endswith("the closes are simulated)")

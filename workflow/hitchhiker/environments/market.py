@@ -106,7 +106,8 @@ class PriceData(Environment):
     def describe_data(self, cfg: dict) -> str:
         from hitchhiker.environments import prices  # here: see fetch
 
-        return prices.source(cfg["data"])
+        simulated = "" if self.closes is real_closes else " (its calendar and tickers; the closes are simulated)"
+        return prices.source(cfg["data"]) + simulated
 
     def preflight_data(self, cfg: dict) -> None:
         from hitchhiker.environments import prices  # here: see fetch
