@@ -69,6 +69,7 @@ def test_each_prompt_shows_the_window_up_to_its_day_and_the_outcome_is_the_next_
     assert ENV.audit(table, states, outcomes, cfg) == {
         "states_checked": 60,
         "frequency": "daily",
+        "period": "calendar day",
         "train_to_test": {"embargo_periods": (test_first - train_last).days},
     }
     again = built(cfg)[2]
@@ -254,6 +255,7 @@ def test_a_users_weather_file_runs_every_stage_from_another_directory(tmp_path):
     assert states.prompt.str.startswith("Weather in Seattle, WA,").all()
     assert states.prompt.str.contains(r"Will it rain tomorrow \(more than 0.5 mm\)\?").all()
     assert json.loads((res / "audit.json").read_text())["states_checked"] == 36
+    assert "audit: 36 states clean; calendar days between splits" in proc.stdout + proc.stderr
     assert pd.read_parquet(res / "weather.parquet").date.max() == pd.Timestamp(raw.Date.iloc[799])
     summary = json.loads((res / "metrics.json").read_text())
     assert [r["round"] for r in summary["rounds"]] == [0, 1, 2]

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
         cfg,
     )
     artifacts.write_json(report, args.out)
-    unit = frequency.periods(report["frequency"], 2)[2:]
+    unit = f"{report['period']}s" if "period" in report else frequency.periods(report["frequency"], 2)[2:]
     gaps = ", ".join(f"{k} {v['embargo_periods']}" for k, v in report.items() if "_to_" in k)
     print(f"audit: {report['states_checked']} states clean; {unit} between splits: {gaps} -> {args.out}")
 

@@ -83,7 +83,8 @@ class Environment:
     def audit(self, prices: pd.DataFrame, states: pd.DataFrame, outcomes: pd.DataFrame, cfg: dict) -> dict:
         """Re-derive every state and outcome from the data up to its date; raise
         HitchhikerError naming the first state that differs. Returns the report audit.json
-        holds: at least states_checked and frequency."""
+        holds: at least states_checked and frequency (frequency.FREQUENCIES' names), and
+        period, the word for one row, where the frequency's ("trading day" for daily) is not it."""
         raise NotImplementedError(f"the {self.name} environment has no audit")
 
     def score(

@@ -282,7 +282,7 @@ class Weather(Environment):
                 raise HitchhikerError(
                     f"audit: state {state.state_id} ({day.date()}): its outcome is not the data's rain"
                 )
-        report: dict = {"states_checked": len(states), "frequency": "daily"}
+        report: dict = {"states_checked": len(states), "frequency": "daily", "period": "calendar day"}
         position = {d: i for i, d in enumerate(prices["date"])}
         present = [s for s in SPLITS if s in set(states["split"])]
         embargo = cfg["states"]["embargo"] if cfg["states"]["embargo"] is not None else cfg["states"]["horizon"]
