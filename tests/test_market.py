@@ -360,3 +360,4 @@ def test_the_synthetic_market_says_its_closes_are_simulated():
     assert get("market").describe_data(cfg) == "sample, the bundled data/sp500_dataset.csv.gz"
     synthetic = get("synthetic").describe_data(cfg)
     assert synthetic.startswith("sample, the bundled") and synthetic.endswith("the closes are simulated)")
+    assert get("sequential").describe_data(cfg) == "sample, the bundled data/sp500_dataset.csv.gz"  # PriceData too

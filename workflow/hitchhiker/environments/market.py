@@ -106,8 +106,7 @@ class PriceData(Environment):
     def describe_data(self, cfg: dict) -> str:
         from hitchhiker.environments import prices  # here: see fetch
 
-        simulated = "" if self.closes is real_closes else " (its calendar and tickers; the closes are simulated)"
-        return prices.source(cfg["data"]) + simulated
+        return prices.source(cfg["data"])
 
     def preflight_data(self, cfg: dict) -> None:
         from hitchhiker.environments import prices  # here: see fetch
@@ -123,6 +122,10 @@ class Market(PriceData):
     def __init__(self, name: str, closes: Callable[[pd.DataFrame, dict], pd.DataFrame] = real_closes):
         self.name = name
         self.closes = closes
+
+    def describe_data(self, cfg: dict) -> str:
+        simulated = "" if self.closes is real_closes else " (its calendar and tickers; the closes are simulated)"
+        return super().describe_data(cfg) + simulated
 
     def check_config(self, cfg: dict) -> None:
         st, data = cfg.get("states", {}), cfg.get("data", {})  # a stage may read neither section
