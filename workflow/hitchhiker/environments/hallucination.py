@@ -57,10 +57,11 @@ from hitchhiker.environments import answers, lists, prompts
 # Each pattern opens with a lookahead for the characters a match can start with (and _SUM
 # for the "=" it needs): Python's re then rejects most positions of the joined text at once,
 # where an opening look-behind, \b or an IGNORECASE alternation were tried at every one
-# (2-4x faster scans, the same matches: benchmarks/score).
+# (2-4x faster scans, the same matches: benchmarks/score). _FIGURE's unsigned number is matched
+# at its first digit, not at a space before it: the same number, sign and end either way.
 _NUM = r"[+-]?\s?\d+(?:\.\d+)?"
 _PERCENT = re.compile(r"(?=[+\-\d])(?<![\w.])([+-]?)(\d+(?:\.\d+)?)\s*%")
-_FIGURE = re.compile(r"(?=[+\-\s\d])(?<![\w.=])([+-]?)\s?(\d+\.(\d+))(?![\d.]*\s*%)(?!\d)")
+_FIGURE = re.compile(r"(?=[+\-\d])(?<![\w.=])([+-]?)\s?(\d+\.(\d+))(?![\d.]*\s*%)(?!\d)")
 _SUM = re.compile(rf"(?=[+\-\d][+\-\d.\s]*=)(?<![\w.])((?:{_NUM}\s*){{2,}})=\s*({_NUM})(?!\d)")
 _TICKER = re.compile(r"(?=[A-Z])(?<![\w.^=-])([A-Z][A-Z.\-]{0,3}[A-Z])(?![\w.^=-]*[a-z0-9])")
 _LABELLED = re.compile(
@@ -298,7 +299,7 @@ def _unknown_tickers(b: _Batch) -> np.ndarray:
     found = list(_TICKER.finditer(b.text))
     words = {(int(i), m.group(1)) for m, i in zip(found, b.owner(found), strict=True)}
     unknown = [
-        i for i, w in words if w not in COMMON and w not in list(b.tickers[i]) and w not in _prompt_words(b.prompts[i])
+        i for i, w in words if w not in COMMON and w not in set(b.tickers[i]) and w not in _prompt_words(b.prompts[i])
     ]
     return np.bincount(np.asarray(unknown, dtype=np.int64), minlength=b.n).astype(np.int64)
 
