@@ -9,6 +9,8 @@ additions, so the weights may differ by rounding (1e-5 absolute, against steps t
 by about 1e-2).
 """
 
+import os
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -38,7 +40,9 @@ def replay(base_run, tmp_path_factory):
     stage("score", "--config", d / "c.yaml", "--round", "1", "--rollouts", d / "r.parquet", "--states",
           base_run / "states.parquet", "--outcomes", base_run / "outcomes.parquet", "--prompts",
           prompts_of(d / "r.parquet"), "--out", d / "b.duckdb")  # fmt: skip
-    assert "on 2 process(es), MULTI_CPU" in launch(d, base_run, "ddp").stdout
+    out = launch(d, base_run, "ddp").stdout
+    assert "on 2 process(es), MULTI_CPU" in out
+    assert f", {max(1, len(os.sched_getaffinity(0)) // 2)} CPU thread(s)" in out  # the cores shared, not each all
     return d
 
 

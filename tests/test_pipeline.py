@@ -61,6 +61,15 @@ def pipeline(tmp_path_factory):
     return d, d / "results" / "tiny"
 
 
+def test_the_torch_stages_run_on_every_core_snakemake_gives_them(pipeline):
+    # Snakemake exports OMP_NUM_THREADS = a job's threads, 1 where the rule declares none:
+    # every torch stage ran on one of the two cores until the rules declared theirs
+    _, res = pipeline
+    for log in ("rollout_round_1", "grpo_train_round_1"):
+        last = (res / "logs" / f"{log}.log").read_text().splitlines()[-1]
+        assert last.endswith(", 2 CPU thread(s)"), last
+
+
 def test_the_console_is_quiet_and_ends_on_the_headline_table(pipeline):
     d, res = pipeline
     lines = (d / "console.txt").read_text().splitlines()

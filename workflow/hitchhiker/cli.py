@@ -40,10 +40,11 @@ def add_config_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def peak_gpu_memory() -> str:
-    """For a stage's last line: the peak GPU memory of this process, if it used CUDA, else ""."""
+def device_note() -> str:
+    """For a torch stage's last line: the peak GPU memory of this process if it used CUDA,
+    else the CPU threads torch ran on (Snakemake sets them from the rule's threads)."""
     import torch
 
     if not torch.cuda.is_available() or not torch.cuda.is_initialized():
-        return ""
+        return f", {torch.get_num_threads()} CPU thread(s)"
     return f", peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB"

@@ -269,11 +269,12 @@ def main(argv: list[str] | None = None) -> None:
             shutil.copytree(work / "tensorboard", tmp / "tensorboard")
         shutil.rmtree(work, ignore_errors=True)
         acc = trainer.accelerator
-        how = acc.distributed_type.value + (f" ZeRO-{acc.state.deepspeed_plugin.zero_stage}" if deepspeed else "")
+        how = "" if acc.num_processes == 1 and not deepspeed else f", {acc.distributed_type.value}"  # MULTI_CPU, ...
+        how += f" ZeRO-{acc.state.deepspeed_plugin.zero_stage}" if deepspeed else ""
         print(
             f"grpo_train: round {args.round}, {tr['objective']} on {len(sizes)} groups x {group}, "
             f"{trainer.state.global_step} steps "
-            f"on {acc.num_processes} process(es), {how} -> {args.out}{cli.peak_gpu_memory()}"
+            f"on {acc.num_processes} process(es){how} -> {args.out}{cli.device_note()}"
         )
     trainer.accelerator.wait_for_everyone()
     if torch.distributed.is_initialized():  # torn down before the interpreter: a rank that exits with

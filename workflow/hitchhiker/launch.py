@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> None:
         # and page-faults it in anew at the next use; keeping them, 7% of a SmolLM2 step on 2 cores
         os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(1 << 30))
         os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", str(1 << 30))
+        if args.nproc > 1:  # the job's threads (Snakemake's OMP_NUM_THREADS) shared among the workers
+            threads = int(os.environ.get("OMP_NUM_THREADS") or len(os.sched_getaffinity(0)))
+            os.environ["OMP_NUM_THREADS"] = str(max(1, threads // args.nproc))
     print("launch:", " ".join(cmd), flush=True)
     os.execvp(cmd[0], cmd)
 

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     artifacts.write_parquet(out.drop(columns="prompt_ids"), args.out)
     print(
         f"rollout: round {args.round}, {len(train)} states x {ro['samples_per_state']} samples, "
-        f"{(out.finish == 'eos').mean():.0%} ended with EOS -> {args.out}{cli.peak_gpu_memory()}"
+        f"{(out.finish == 'eos').mean():.0%} ended with EOS -> {args.out}{cli.device_note()}"
     )
 
 
