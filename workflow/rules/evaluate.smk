@@ -14,9 +14,6 @@ rule evaluate:
         f"{RESULTS}/benchmarks/evaluate_round_{{e}}.tsv"
     conda:
         "../../envs/evaluate.yaml"
-    # torch's threads: Snakemake exports OMP_NUM_THREADS = the job's threads (1 where a rule
-    # declares none: every torch stage ran on one core), capped at --cores; 8 = cpus_per_gpu on Slurm
-    threads: 8
     params:
         cfg=cfg("evaluate"),
     shell:

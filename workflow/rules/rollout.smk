@@ -13,9 +13,6 @@ rule rollout:
         f"{RESULTS}/benchmarks/rollout_round_{{r}}.tsv"
     conda:
         "../../envs/rollout.yaml"
-    # torch's threads: Snakemake exports OMP_NUM_THREADS = the job's threads (1 where a rule
-    # declares none: every torch stage ran on one core), capped at --cores; 8 = cpus_per_gpu on Slurm
-    threads: 8
     params:
         cfg=cfg("rollout"),
     shell:

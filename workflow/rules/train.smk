@@ -16,9 +16,6 @@ rule grpo_train:
         f"{RESULTS}/benchmarks/grpo_train_round_{{r}}.tsv"
     conda:
         "../../envs/train.yaml"
-    # torch's threads: Snakemake exports OMP_NUM_THREADS = the job's threads (1 where a rule
-    # declares none: every torch stage ran on one core), capped at --cores; 8 = cpus_per_gpu on Slurm
-    threads: 8
     params:
         cfg=cfg("grpo_train"),
         # one process per GPU the job was given, or train.num_processes if more (CPU workers)
