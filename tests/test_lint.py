@@ -7,7 +7,7 @@ import pytest
 from conftest import ROOT, run
 from hitchhiker import environments
 
-CODE = ["workflow", "tests", "benchmarks/e2e"]
+CODE = ["workflow", "tests", "benchmarks"]
 
 
 @pytest.mark.parametrize(
