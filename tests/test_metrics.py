@@ -5,6 +5,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hitchhiker.environments import baselines, hallucination, prompts
 from hitchhiker.metrics import (
@@ -266,6 +268,67 @@ def test_a_batch_of_completions_is_checked_each_on_its_own():
         got = hallucination.check_many(batch, shown, pairs)
         alone = [hallucination.check(c, p, t)._asdict() for c, p, t in zip(batch, shown, pairs, strict=True)]
         assert got.to_dict("records") == alone
+
+
+# pieces of text that each rule's pattern (and its look-arounds) reacts to, and characters
+# where Python's re and RE2 disagree (Unicode digits, letters and spaces, \x1c, \v, a NUL)
+CLAIM_PIECES = st.sampled_from(
+    [
+        *"%+-.=()^_ \t\n\x0b\x0c\x1c\x00AaBbZ0123456789",
+        "AAPL",
+        "MSFT",
+        "BRK.B",
+        "FDA",
+        "AB",
+        "A (MSFT)",
+        "MSFT(A)",
+        "Monday",
+        "sUNDAY",
+        "March 4",
+        "March",
+        "2021-03-04",
+        "1999-1-1",
+        "last",
+        "Past",
+        "previous 12",
+        "days",
+        "weeks",
+        "trading",
+        "1.46",
+        "+0.07",
+        "-1.29",
+        "7",
+        "0.85",
+        "= ",
+        "\u0663",
+        "\u0663.\u0664",
+        "\u00e9",
+        "\u212a",
+        "\u017f",
+        "\u00a0",
+        "\u2009",
+        "\uff10",
+        "Past 7 days",
+        "LAST 30 DAYS",
+        "last\x1c9\x0bweeks",
+        "A\x1c(MSFT)",
+        "MSFT\x0b(A)",
+        "1 +2\x1c= 4",
+        "+0.13 +1.44 = +0.25",
+    ]
+)
+CLAIM_TEXT = st.one_of(st.lists(CLAIM_PIECES, max_size=5).map("".join), st.text(max_size=12), st.none())
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(CLAIM_TEXT, min_size=1, max_size=12))
+def test_the_claim_prefilter_never_skips_a_claim(texts):
+    # check_many runs Python's rules only where RE2's superset pattern matches; the counts must
+    # equal the rules run on every completion
+    shown = [HALLUCINATION_PROMPT] * len(texts)
+    pairs = [["AAPL", "MSFT"]] * len(texts)
+    every = hallucination._check(["" if t is None else t for t in texts], shown, pairs)
+    assert hallucination.check_many(texts, shown, pairs).to_dict("records") == every.to_dict("records")
 
 
 def test_hallucination_reads_the_data_frequency_for_lookbacks():
