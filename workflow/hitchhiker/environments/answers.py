@@ -178,23 +178,27 @@ def score_many(completions, fmts: np.ndarray, fwd: np.ndarray, k: np.ndarray, re
     (action, format, k) is parsed once; the rewards are array arithmetic.
     """
     text = pa.array(completions, type=pa.string())  # an Arrow-backed column converts without a copy
-    n, width = len(text), fwd.shape[1]
+    n, width, fmts, k = len(text), fwd.shape[1], np.asarray(fmts), np.asarray(k)
     act = np.full(n, None, dtype=object)
-    element = np.asarray(fmts) == "elementwise"
+    element = fmts == "elementwise"
     for mask, pattern in ((element, _ELEMENT_RE2), (~element, _LABELLED_RE2)):
         if mask.any():
             found = pc.struct_field(pc.extract_regex(text.filter(pa.array(mask)), pattern), "act")
             act[mask] = found.to_numpy(zero_copy_only=False)
-    blank = np.array([not isinstance(c, str) or not c.strip() for c in text.to_pylist()], dtype=bool)
-    key = pd.DataFrame({"act": act, "fmt": fmts, "k": k})
-    has = ~blank & pd.notna(act)
-    codes = np.full(n, -1)
-    uniq = key[has].drop_duplicates()
-    codes[has] = pd.MultiIndex.from_frame(uniq).get_indexer(pd.MultiIndex.from_frame(key[has]))
-    parsed = [parse(a, f, kk) for a, f, kk in uniq.itertuples(index=False)]
+    has = pd.notna(act)  # an action needs a character that is not whitespace: never blank
+    blank = np.zeros(n, dtype=bool)
+    blank[~has] = [not isinstance(c, str) or not c.strip() for c in text.filter(pa.array(~has)).to_pylist()]
+    # one code per distinct (action, format, k): factorized apart and combined as integers
+    act_code, _ = pd.factorize(act[has])
+    fmt_code, _ = pd.factorize(fmts[has])
+    combined = (act_code * (fmt_code.max(initial=0) + 1) + fmt_code) * (k.max(initial=0) + 1) + k[has]
+    _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+    codes = np.full(n, len(first))  # not an action
+    codes[has] = inverse
+    codes[blank] = len(first) + 1
+    rows = np.flatnonzero(has)[first]
+    parsed = [parse(act[i], fmts[i], k[i]) for i in rows]
     table = [*parsed, Action(False, invalid_reason="not_an_action"), Action(False, invalid_reason="empty")]
-    codes[~has] = len(parsed)
-    codes[blank] = len(parsed) + 1
     weights = np.zeros((len(table), width))
     for i, a in enumerate(table):
         weights[i, : len(a.weights)] = a.weights
@@ -212,7 +216,10 @@ def score_many(completions, fmts: np.ndarray, fwd: np.ndarray, k: np.ndarray, re
             ),
             "valid": valid,
             "invalid_reason": np.array([a.invalid_reason for a in table], dtype=object)[codes],
-            "ranking": pd.Series([list(table[c].ranking) for c in codes], dtype=object),
+            "ranking": pd.Series(
+                pa.array([a.ranking for a in table], pa.list_(pa.int64())).take(codes),
+                dtype=pd.ArrowDtype(pa.list_(pa.int64())),
+            ),
             "reward": rewards(w, fwd, k, valid, reward_cfg),
         }
     )

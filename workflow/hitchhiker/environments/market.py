@@ -46,7 +46,7 @@ def correct(weights: np.ndarray, valid: np.ndarray, fwd: np.ndarray, k: np.ndarr
 def preference(rankings, weights) -> pd.Series:
     """What each answer prefers, per ticker: its weights, or for a ranking k - rank (the
     first of k tickers gets k). Array arithmetic on the flattened lists, no loop per answer."""
-    rank = pa.array(lists.pylist(rankings), pa.list_(pa.int64()))
+    rank = pa.array(rankings, pa.list_(pa.int64()))
     length = np.where((n_rank := lists.lengths(rank)) > 0, n_rank, n_weights := lists.lengths(weights))
     offset = np.concatenate([[0], np.cumsum(length)])
     out = np.empty(offset[-1])
