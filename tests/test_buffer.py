@@ -2,11 +2,13 @@
 scorer that fails leaves no buffer behind (score's scorer runs while the inputs are written)."""
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
 
 from hitchhiker import buffer
+from hitchhiker.environments import answers
 
 
 def _round(r: int, states: list[int], reward: float) -> tuple[dict, pd.DataFrame]:
@@ -76,3 +78,17 @@ def test_a_scorer_that_fails_leaves_no_buffer(tmp_path):
     with pytest.raises(ValueError, match="could not score"):
         buffer.write(tmp_path / "r1.duckdb", None, "run", 1, tables, scores)
     assert list(tmp_path.iterdir()) == []  # neither the buffer nor a temporary
+
+
+def test_rankings_fit_a_buffer_whose_first_round_ranked_nothing(tmp_path):
+    # round 1's answers name one label each, round 2's include a ranking: score_many's ranking
+    # column is list<int64> either way (an empty list of NULL type would refuse the numbers)
+    cfg = {"invalid_penalty": -0.05, "cost_bps": 0, "benchmark": "none", "returns": "simple"}
+    for r, texts in ((1, ["A", "B"]), (2, ["B>A", "A"])):
+        tables, scores = _round(r, [r], 1.0)
+        scored = answers.score_many(texts, np.array(["pairwise"] * 2), np.full((2, 2), 0.01), np.array([2, 2]), cfg)
+        scores["ranking"] = scored["ranking"]
+        previous = tmp_path / "r1.duckdb" if r == 2 else None
+        buffer.write(tmp_path / f"r{r}.duckdb", previous, "run", r, tables, lambda s=scores: s)
+    sql = "SELECT round, ranking FROM scores ORDER BY round, sample_idx"
+    assert _count(tmp_path / "r2.duckdb", sql) == [(1, []), (1, []), (2, [1, 0]), (2, [])]
