@@ -59,23 +59,24 @@ def atomic_path(path: str | Path, is_dir: bool = False) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def read_table(path: str | Path, columns: list[str] | None = None) -> pa.Table:
-    """Read an artifact as Arrow; it must hold ``columns``; any problem is a one-line error naming it."""
+def read_table(path: str | Path, columns: list[str] | None = None, only: list[str] | None = None) -> pa.Table:
+    """Read an artifact as Arrow (``only`` those columns, if given); it must hold ``columns``;
+    any problem is a one-line error naming it."""
     from hitchhiker.cli import HitchhikerError
 
     path = Path(path)
     if not path.is_file():
         raise HitchhikerError(f"input file {path} does not exist")
     try:
-        table = pq.read_table(path)
+        file = pq.ParquetFile(path)
+        missing = [c for c in columns or [] if c not in file.schema_arrow.names]
+        if missing:
+            raise HitchhikerError(f"input file {path} lacks column(s) {', '.join(missing)}: is it the right artifact?")
+        return file.read(only)
     except (OSError, ValueError, pa.ArrowException) as err:
         raise HitchhikerError(
             f"input file {path} is not a readable Parquet file ({str(err).splitlines()[0]})"
         ) from None
-    missing = [c for c in columns or [] if c not in table.column_names]
-    if missing:
-        raise HitchhikerError(f"input file {path} lacks column(s) {', '.join(missing)}: is it the right artifact?")
-    return table
 
 
 def read_parquet(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:

@@ -18,6 +18,8 @@ Usage:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -39,8 +41,11 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     cfg = config.load(args.config, set(SECTIONS))
     run = cfg["run"]
-    rollouts = artifacts.read_table(args.rollouts, artifacts.ROLLOUTS)  # Arrow: token lists go to DuckDB as-is
-    keys = rollouts.select(["round", "state_id", "sample_idx", "completion", "answers"]).to_pandas()
+    # the token lists (rollouts' and prompts') go from their files into DuckDB as they are: read
+    # here are the columns scoring needs
+    keys = artifacts.read_table(
+        args.rollouts, artifacts.ROLLOUTS, ["round", "state_id", "sample_idx", "completion", "answers"]
+    ).to_pandas()
     if set(keys["round"]) != {args.round}:
         raise cli.HitchhikerError(
             f"{args.rollouts} holds rounds {sorted(set(keys['round']))}, not --round {args.round}"
@@ -48,20 +53,19 @@ def main(argv: list[str] | None = None) -> None:
     drawn = pa.array(keys["state_id"].unique())
     # only the states this round drew from (a few thousand of a split's many): to pandas and into the buffer
     states = artifacts.read_table(args.states, artifacts.STATES).filter(pc.is_in(pc.field("state_id"), drawn))
-    outcomes = artifacts.read_table(args.outcomes, artifacts.OUTCOMES)
-    outcomes = outcomes.filter(pc.is_in(pc.field("state_id"), drawn)).to_pandas()
-    prompts = artifacts.read_table(args.prompts, artifacts.PROMPTS)
-    unprompted = set(drawn.to_pylist()) - set(prompts["state_id"].to_pylist())
+    outcomes = artifacts.read_table(args.outcomes, artifacts.OUTCOMES).filter(pc.is_in(pc.field("state_id"), drawn))
+    prompted = artifacts.read_table(args.prompts, artifacts.PROMPTS, ["state_id"])["state_id"]
+    unprompted = set(drawn.to_pylist()) - set(prompted.to_pylist())
     if unprompted:
         raise cli.HitchhikerError(f"{args.rollouts}: state {min(unprompted)} has no prompt ids in {args.prompts}")
-    missing = set(drawn.to_pylist()) - set(outcomes["state_id"])
+    missing = set(drawn.to_pylist()) - set(outcomes["state_id"].to_pylist())
     if missing:
         raise cli.HitchhikerError(f"{args.rollouts}: state {min(missing)} has no outcome in {args.outcomes}")
     env = environments.get(cfg["environment"])
     penalty, bonus = cfg["grounding"]["unsupported_claim_penalty"], cfg["grounding"]["supported_claim_bonus"]
 
     def scores():  # called by buffer.write while it writes the round's inputs
-        scored = env.score(keys, states.to_pandas(), outcomes, cfg["reward"]).rename(
+        scored = env.score(keys, states.to_pandas(), outcomes.to_pandas(), cfg["reward"]).rename(
             columns={"reward": "environment_reward"}
         )
         out = keys.drop(columns=["completion", "answers"]).join(scored)
@@ -69,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
         out["reward"] = charged + bonus * out["supported_claims"] * out["valid"]
         return out
 
-    tables = {"states": states, "outcomes": outcomes, "prompts": prompts, "rollouts": rollouts}
+    tables = {"states": states, "outcomes": outcomes, "prompts": Path(args.prompts), "rollouts": Path(args.rollouts)}
     valid, mean, claims = buffer.write(args.out, args.previous, run, args.round, tables, scores)
     print(
         f"score: round {args.round}, {len(keys)} samples, valid {valid:.1%}, mean reward {mean:+.4f}, "
