@@ -327,7 +327,7 @@ def test_the_claim_prefilter_never_skips_a_claim(texts):
     # equal the rules run on every completion
     shown = [HALLUCINATION_PROMPT] * len(texts)
     pairs = [["AAPL", "MSFT"]] * len(texts)
-    every = hallucination._check(["" if t is None else t for t in texts], shown, pairs)
+    every = hallucination._check(["" if t is None else t for t in texts], shown, pairs)  # no masks: every text
     assert hallucination.check_many(texts, shown, pairs).to_dict("records") == every.to_dict("records")
 
 
