@@ -212,6 +212,7 @@ HALLUCINATION_CASES = [
     ("A=0.5, B=0.5 because", {}),  # listwise weights are not figures
     # arithmetic on figures (its operands are figures too)
     ("A: +0.13 +1.44 = +0.25\nB", {"arithmetic": 1, "figures": 2, "figure": 2}),
+    ("A: +\t1 +2 = 7, B", {"arithmetic": 1}),  # a sign parted from its figure by a tab
     ("A: 1.84 -1.22 = 1.08, which is exactly 1", {"arithmetic": 1, "figures": 2, "figure": 2}),
     ("A: +0.07 -1.29 = -1.22 so", {"figures": 2}),
     ("+1.30 - 0.60 = 5.20%", {"arithmetic": 1, "claims": 1, "figures": 2, "unsupported": 1}),

@@ -225,7 +225,8 @@ def _reference(prompt: str) -> _Reference:
 
 
 def _value(text: str) -> float:
-    return float(text.replace(" ", ""))
+    """A number of _NUM, whose sign and digits any whitespace may part ("+\t1")."""
+    return float("".join(text.split()))
 
 
 _SEP = "\x00"  # joins the completions: no rule's pattern or look-around matches it or across it
