@@ -12,7 +12,7 @@ from test_market import _prices
 from conftest import ROOT, run, tiny_config
 from hitchhiker import config
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments import get, lists, prompts, sequential
+from hitchhiker.environments import get, hallucination, lists, prompts, sequential
 
 REWARD = {"cost_bps": 10, "invalid_penalty": -0.05, "benchmark": "none", "returns": "simple"}
 
@@ -75,6 +75,24 @@ def test_each_turn_shows_the_returns_since_the_last_and_the_portfolio_it_reached
     # the outcome of each period is the return from its turn's close to the next
     o = outcomes.set_index("state_id").loc[s.state_id]
     assert np.allclose(o.period_returns[1], wide[[a, b]].iloc[t0 + 6].to_numpy() / wide[[a, b]].iloc[t0 + 3] - 1)
+
+
+def test_an_episode_counts_the_claims_of_every_turn_against_that_turns_prompt():
+    cfg, prices = _cfg(), _prices(n_days=300)
+    env = get("sequential")
+    states, outcomes = env.make_states(prices, cfg, _fits)
+    s = states.iloc[0]
+    said = [["A since A rose 7% over the last 20 days", "B: +0.13 +1.44 = +0.25 so", "A (MSFT) on Monday"], ["B"], []]
+    samples = pd.DataFrame({"state_id": s.state_id, "sample_idx": range(3), "answers": said})
+    samples["completion"] = samples["answers"].map(" ".join)
+    got = env.score(samples, states, outcomes, REWARD)
+    for row, turns in zip(got.itertuples(), said, strict=True):  # turn by turn, each against its own prompt
+        shown = env._turn_prompts(s, turns, REWARD)
+        each = [hallucination.check(a, p, s.tickers) for a, p in zip(turns, shown, strict=False)]
+        assert [getattr(row, f) for f in hallucination.Claims._fields] == list(
+            np.sum(each, axis=0, dtype=int) if each else [0] * 8
+        )
+    assert got["unsupported_claims"].tolist()[0] > 0 and got["unsupported_claims"].tolist()[1:] == [0, 0]
 
 
 def test_the_audit_checks_every_turn():

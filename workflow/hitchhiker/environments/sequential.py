@@ -336,7 +336,8 @@ class Sequential(market.PriceData):
             turns = int(seen["turns"].iloc[rows[0]])
             weights = np.full((len(rows), turns, k), np.nan)
             invalid = np.zeros(len(rows))
-            reasons, actions, claims = [], [], []
+            reasons, actions = [], []
+            said_turns = []  # (answer, its turn's prompt, tickers, row) of every turn: checked at once below
             for j, r in enumerate(rows):
                 state, said = seen.iloc[r], [str(a) for a in samples["answers"].iloc[r]]
                 parsed = [answers.parse(said[t] if t < len(said) else "", "listwise", k) for t in range(turns)]
@@ -347,8 +348,10 @@ class Sequential(market.PriceData):
                 reasons.append(next((a.invalid_reason for a in parsed if not a.valid), None))
                 actions.append(" | ".join(a.action if a.valid else "hold" for a in parsed))
                 shown = self._turn_prompts(state, said, reward_cfg)
-                counts = [hallucination.check(a, p, state["tickers"]) for a, p in zip(said, shown, strict=False)]
-                claims.append(np.sum(counts, axis=0) if counts else np.zeros(len(hallucination.Claims._fields), int))
+                said_turns += [(a, p, state["tickers"], j) for a, p in zip(said, shown, strict=False)]
+            turns_ = pd.DataFrame(said_turns, columns=["answer", "prompt", "tickers", "row"])
+            claims = hallucination.check_many(turns_["answer"], turns_["prompt"], turns_["tickers"])
+            counts = claims.groupby(turns_["row"].to_numpy()).sum().reindex(range(len(rows)), fill_value=0)
             result = outcomes_of(
                 weights, lists.nested(out["period_returns"].iloc[rows], (turns, k)), invalid, reward_cfg
             )
@@ -361,7 +364,6 @@ class Sequential(market.PriceData):
                     **result,
                 }
             )
-            counts = pd.DataFrame(np.asarray(claims), columns=list(hallucination.Claims._fields))
             parts.append(pd.concat([frame, counts], axis=1).set_axis(samples.index[rows]))
         return hallucination.with_totals(pd.concat(parts).loc[samples.index])
 
