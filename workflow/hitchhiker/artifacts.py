@@ -68,11 +68,13 @@ def read_table(path: str | Path, columns: list[str] | None = None, only: list[st
     if not path.is_file():
         raise HitchhikerError(f"input file {path} does not exist")
     try:
-        file = pq.ParquetFile(path)
-        missing = [c for c in columns or [] if c not in file.schema_arrow.names]
-        if missing:
-            raise HitchhikerError(f"input file {path} lacks column(s) {', '.join(missing)}: is it the right artifact?")
-        return file.read(only)
+        with pq.ParquetFile(path) as file:
+            missing = [c for c in columns or [] if c not in file.schema_arrow.names]
+            if missing:
+                raise HitchhikerError(
+                    f"input file {path} lacks column(s) {', '.join(missing)}: is it the right artifact?"
+                )
+            return file.read(only)
     except (OSError, ValueError, pa.ArrowException) as err:
         raise HitchhikerError(
             f"input file {path} is not a readable Parquet file ({str(err).splitlines()[0]})"
