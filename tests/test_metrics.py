@@ -324,8 +324,9 @@ CLAIM_TEXT = st.one_of(st.lists(CLAIM_PIECES, max_size=5).map("".join), st.text(
 @settings(max_examples=1000, deadline=None)
 @given(st.lists(CLAIM_TEXT, min_size=1, max_size=12))
 def test_the_claim_prefilter_never_skips_a_claim(texts):
-    # check_many runs Python's rules only where RE2's superset pattern matches; the counts must
-    # equal the rules run on every completion
+    # check_many runs Python's rules only where RE2's superset pattern matches, each rule only
+    # where its own does (alone or scanning the whole batch); the counts must equal the rules
+    # run on every completion
     shown = [HALLUCINATION_PROMPT] * len(texts)
     pairs = [["AAPL", "MSFT"]] * len(texts)
     every = hallucination._check(["" if t is None else t for t in texts], shown, pairs)  # no masks: every text
