@@ -198,6 +198,26 @@ def _rollout(flag: str, value: str) -> list[str]:
             ],
             "lacks column(s) round",
         ),
+        (  # found bad after score has begun writing the buffer: nothing is left behind
+            [
+                "score",
+                "--config",
+                "BADRUN",
+                "--round",
+                "1",
+                "--rollouts",
+                "S",
+                "--states",
+                "S",
+                "--outcomes",
+                "S",
+                "--prompts",
+                "S",
+                "--out",
+                "O",
+            ],
+            'config key run = "no spaces": ',
+        ),
         (
             ["grpo_train", "--config", "C", "--round", "1", "--buffer", "none.duckdb", "--policy", "P", "--out", "O"],
             "replay buffer none.duckdb does not exist",
@@ -211,6 +231,7 @@ def test_bad_cli_arguments(args, message, tmp_path, base_run, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write_config(tmp_path / "C", tiny_config())
     (tmp_path / "LIST").write_text(yaml.safe_dump([1, 2]))
+    write_config(tmp_path / "BADRUN", tiny_config(run="no spaces"))
     subs = {"S": base_run / "states.parquet", "P": base_run / "policy" / "round_0", "O": tmp_path / "O"}
     proc = stage(*[subs.get(a, a) for a in args], check=False)
     _assert_one_line_error(proc, message)

@@ -1,5 +1,5 @@
-"""The replay buffer's writer: rounds accumulate, a round written again replaces its rows, and a
-scorer that fails leaves no buffer behind (score's scorer runs while the inputs are written)."""
+"""The replay buffer's writer: rounds accumulate, a round written again replaces its rows, and
+an error while a round is written (score's scoring, or an insert) leaves no buffer behind."""
 
 import duckdb
 import numpy as np
@@ -40,6 +40,13 @@ def _round(r: int, states: list[int], reward: float) -> tuple[dict, pd.DataFrame
     return tables, scores
 
 
+def _write(out, previous, r: int, tables: dict, scores: pd.DataFrame) -> None:
+    with buffer.write(out, previous, "run", r) as rows:  # as score does: the rollouts, the rest, the scores
+        rows.insert({"rollouts": tables["rollouts"]})
+        rows.insert({k: v for k, v in tables.items() if k != "rollouts"})
+        rows.insert({"scores": scores})
+
+
 PER_ROUND = "SELECT round, count(*), sum(reward) FROM scores GROUP BY round ORDER BY 1"
 
 
@@ -50,9 +57,9 @@ def _count(path, sql: str):
 
 def test_rounds_accumulate_and_a_round_written_again_replaces_its_rows(tmp_path):
     t1, s1 = _round(1, [1, 2], 1.0)
-    assert buffer.write(tmp_path / "r1.duckdb", None, "run", 1, t1, lambda: s1) == (1.0, 1.0, 0.0)
+    _write(tmp_path / "r1.duckdb", None, 1, t1, s1)
     t2, s2 = _round(2, [2, 3], 2.0)  # state 2 drawn again: its row is replaced, not repeated
-    buffer.write(tmp_path / "r2.duckdb", tmp_path / "r1.duckdb", "run", 2, t2, lambda: s2)
+    _write(tmp_path / "r2.duckdb", tmp_path / "r1.duckdb", 2, t2, s2)
     assert _count(tmp_path / "r2.duckdb", PER_ROUND) == [(1, 4, 4.0), (2, 4, 8.0)]
     assert _count(tmp_path / "r2.duckdb", "SELECT state_id, prompt FROM states ORDER BY 1") == [
         (1, "state 1, seen in round 1"),
@@ -60,7 +67,7 @@ def test_rounds_accumulate_and_a_round_written_again_replaces_its_rows(tmp_path)
         (3, "state 3, seen in round 2"),
     ]
     t2b, s2b = _round(2, [3], 5.0)  # round 2 again (a rerun): its rows only are replaced
-    buffer.write(tmp_path / "r2b.duckdb", tmp_path / "r2.duckdb", "run", 2, t2b, lambda: s2b)
+    _write(tmp_path / "r2b.duckdb", tmp_path / "r2.duckdb", 2, t2b, s2b)
     assert _count(tmp_path / "r2b.duckdb", PER_ROUND) == [(1, 4, 4.0), (2, 2, 10.0)]
     assert _count(tmp_path / "r2b.duckdb", "SELECT round, count(*) FROM rollouts GROUP BY round ORDER BY 1") == [
         (1, 4),
@@ -71,13 +78,21 @@ def test_rounds_accumulate_and_a_round_written_again_replaces_its_rows(tmp_path)
 
 def test_a_scorer_that_fails_leaves_no_buffer(tmp_path):
     tables, _ = _round(1, [1, 2], 1.0)
-
-    def scores():
+    with (
+        pytest.raises(ValueError, match="could not score"),
+        buffer.write(tmp_path / "r1.duckdb", None, "run", 1) as rows,
+    ):
+        rows.insert(tables)  # under way when the scoring fails
         raise ValueError("the environment could not score")
-
-    with pytest.raises(ValueError, match="could not score"):
-        buffer.write(tmp_path / "r1.duckdb", None, "run", 1, tables, scores)
     assert list(tmp_path.iterdir()) == []  # neither the buffer nor a temporary
+
+
+def test_an_insert_that_fails_leaves_no_buffer(tmp_path):
+    tables, scores = _round(1, [1, 2], 1.0)
+    (tmp_path / "in").mkdir()
+    with pytest.raises(duckdb.IOException, match=r"no-such\.parquet"):
+        _write(tmp_path / "r1.duckdb", None, 1, {**tables, "prompts": tmp_path / "in" / "no-such.parquet"}, scores)
+    assert list(tmp_path.iterdir()) == [tmp_path / "in"]  # neither the buffer nor a temporary
 
 
 def test_rankings_fit_a_buffer_whose_first_round_ranked_nothing(tmp_path):
@@ -89,6 +104,6 @@ def test_rankings_fit_a_buffer_whose_first_round_ranked_nothing(tmp_path):
         scored = answers.score_many(texts, np.array(["pairwise"] * 2), np.full((2, 2), 0.01), np.array([2, 2]), cfg)
         scores["ranking"] = scored["ranking"]
         previous = tmp_path / "r1.duckdb" if r == 2 else None
-        buffer.write(tmp_path / f"r{r}.duckdb", previous, "run", r, tables, lambda s=scores: s)
+        _write(tmp_path / f"r{r}.duckdb", previous, r, tables, scores)
     sql = "SELECT round, ranking FROM scores ORDER BY round, sample_idx"
     assert _count(tmp_path / "r2.duckdb", sql) == [(1, []), (1, []), (2, [1, 0]), (2, [])]

@@ -45,7 +45,7 @@ def _kill_while_writing(d, stage, whole_run, temporaries):
                     continue
         seen = list(d.glob(temporaries)) if victim else []
         time.sleep(0.05)
-    output = seen[0].parent / seen[0].name[1 : seen[0].name.rindex(".")]  # atomic_path's ".<name>.<random>"
+    output = seen[0].parent / seen[0].name[1 : seen[0].name.rindex(".")]  # atomic.path's ".<name>.<random>"
     if whole_run:  # a preempted node: Snakemake and every job die at once
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)

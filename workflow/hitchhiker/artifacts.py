@@ -1,24 +1,19 @@
-"""Atomic writes: a killed job never leaves a half-file that Snakemake would take as done.
+"""The artifacts' contracts (the columns each must hold) and their readers and writers.
 
-Each writer writes a temporary sibling and renames it into place (``os.replace`` is atomic
-on POSIX within one file system).
+Every writer is atomic (hitchhiker/atomic.py): a killed job never leaves a half-file.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import os
-import shutil
-import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from hitchhiker import atomic
 
 # Columns each artifact must hold for a stage to read it, whatever the environment (the
 # full schemas are in README.md; an environment adds its own, e.g. the market's tickers)
@@ -37,26 +32,6 @@ ROLLOUTS = [
 ]
 PROMPTS = ["state_id", "round", "prompt_ids"]
 PREDICTIONS = ["round", "mode", "state_id", "date", "reward"]
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | Path, is_dir: bool = False) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; move it onto ``path`` only on success."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob(f".{path.name}.*"):  # left by a writer that was killed
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    target = tmp if is_dir else tmp / path.name
-    if os.environ.get("HITCHHIKER_HOLD_WRITING") == path.name:  # fault injection (tests/test_crash.py):
-        time.sleep(120)  # hold the temporary, so that a kill lands mid-write however fast the write
-    try:
-        yield target
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        os.replace(target, path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def read_table(path: str | Path, columns: list[str] | None = None, only: list[str] | None = None) -> pa.Table:
@@ -90,7 +65,7 @@ def write_parquet(df: pd.DataFrame | pa.Table, path: str | Path) -> None:
     table = df if isinstance(df, pa.Table) else pa.Table.from_pandas(df, preserve_index=False)
     # no pandas metadata: every reader gets plain NumPy-backed columns, whatever dtypes wrote them
     table = table.replace_schema_metadata(None)
-    with atomic_path(path) as tmp:
+    with atomic.path(path) as tmp:
         pq.write_table(table, tmp)
 
 
@@ -107,10 +82,10 @@ def _finite(obj):
 
 def write_json(obj, path: str | Path) -> None:
     text = json.dumps(_finite(obj), indent=2, sort_keys=True, default=str, allow_nan=False)
-    with atomic_path(path) as tmp:
+    with atomic.path(path) as tmp:
         tmp.write_text(text + "\n")
 
 
 def write_csv(df: pd.DataFrame, path: str | Path) -> None:
-    with atomic_path(path) as tmp:
+    with atomic.path(path) as tmp:
         df.to_csv(tmp, index=False)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hitchhiker import artifacts, bundled_model, cli, config, environments, policy, preflight
+from hitchhiker import atomic, bundled_model, cli, config, environments, policy, preflight
 
 SECTIONS = ["run", "seed", "environment", "data", "model"]
 
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     preflight.check_model(cfg["model"])
     cache = Path(cfg["data"]["cache_dir"])
     bundled = bundled_model.smollm2(cache) if name == bundled_model.NAME else None
-    with artifacts.atomic_path(args.out, is_dir=True) as out:
+    with atomic.path(args.out, is_dir=True) as out:
         if name == "tiny":
             env = environments.get(cfg["environment"])
             policy.build_tiny(out, cfg, env)

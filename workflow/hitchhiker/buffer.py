@@ -22,17 +22,21 @@ reads it back (:func:`replay`, and for the full_information objective :func:`out
 
 from __future__ import annotations
 
+import contextlib
 import shutil
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
-import pandas as pd
-import pyarrow as pa
 
-from hitchhiker import artifacts
+from hitchhiker import atomic
 from hitchhiker.cli import HitchhikerError
+
+if TYPE_CHECKING:  # not imported here: score opens the buffer before pandas and pyarrow load
+    import pandas as pd
+    import pyarrow as pa
 
 KEYS = {  # each table's key after run; writing a round again replaces the round's rows
     "states": ["state_id"],
@@ -43,49 +47,50 @@ KEYS = {  # each table's key after run; writing a round again replaces the round
 }
 
 
-def write(
-    out: str | Path,
-    previous: str | Path | None,
-    run: str,
-    round_: int,
-    tables: dict[str, pd.DataFrame | pa.Table | Path],
-    scores: Callable[[], pd.DataFrame],
-) -> tuple[float, float, float]:
-    """The buffer of round ``round_``: ``previous`` (round r-1's, or None) with this round's
-    rows of ``tables`` (prompts, rollouts, and the states and outcomes they refer to; a Path
-    is a Parquet file DuckDB reads itself) and of ``scores()`` in place of any it held,
-    written atomically to ``out``. Two threads write ``tables`` (the rollouts; the rest)
-    while ``scores`` runs, and its rows are written as soon as they are ready, each on a
-    cursor of its own: DuckDB's inserts release the GIL and appends to different tables do
-    not conflict, so scoring (Python) and writing share the two cores. Returns the round's
-    valid rate, mean reward and unsupported claims per sample, as stored."""
+class Round:
+    """The rows of one round going into a buffer: :meth:`insert` hands tables to DuckDB,
+    which writes them on threads of its own (its inserts release the GIL, and appends to
+    different tables do not conflict), so that the caller's Python and the writing share
+    the two cores."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, pool: ThreadPoolExecutor, run: str, round_: int):
+        self._con, self._pool, self._run, self._round = con, pool, run, round_
+        self._inserts: list[Future] = []
+
+    def insert(self, tables: dict[str, pd.DataFrame | pa.Table | Path]) -> None:
+        """This round's rows of ``tables`` (a Path is a Parquet file DuckDB reads itself) in
+        place of any the buffer holds, in one transaction, written in the background."""
+        cursor = self._con.cursor()  # a connection of its own, on the same database
+        cursor.execute("USE buffer")
+        self._inserts.append(self._pool.submit(_insert, cursor, self._run, self._round, tables))
+
+    def wait(self) -> None:
+        """Until every insert is written; raises the first one's error."""
+        for insert in self._inserts:
+            insert.result()
+
+
+@contextlib.contextmanager
+def write(out: str | Path, previous: str | Path | None, run: str, round_: int) -> Iterator[Round]:
+    """The buffer of round ``round_``: ``previous`` (round r-1's, or None) with the rows the
+    block inserts (:meth:`Round.insert`), written atomically to ``out`` once the block ends
+    and every insert is written. If the block raises, nothing is written."""
     if previous and not Path(previous).is_file():
         raise HitchhikerError(f"previous replay buffer {previous} does not exist")
-    with artifacts.atomic_path(out) as tmp:
+    with atomic.path(out) as tmp:
         if previous:
             shutil.copyfile(previous, tmp)
-        # threads=1: each insert runs on its caller's thread, on a cursor (connection) of its own.
-        # Row groups of 16,384 rows (DuckDB's default is 122,880): each insert then compresses
-        # and writes its rows itself, where a smaller append waited for one single-threaded
-        # checkpoint at the end (benchmarks/score: 1.35 -> 1.1 s at 100k rollouts, a file 1.3x
-        # the size)
+        # threads=1: each insert runs on the thread that executes it, with a connection of its
+        # own. Row groups of 16,384 rows (DuckDB's default is 122,880): each insert then
+        # compresses and writes its rows itself, where a smaller append waited for one
+        # single-threaded checkpoint at the end (benchmarks/score: 1.35 -> 1.1 s at 100k
+        # rollouts, a file 1.3x the size). Two threads, one a core: an insert submitted while
+        # the other is under way starts at once.
         with duckdb.connect(config={"threads": 1}) as con, ThreadPoolExecutor(2) as pool:
             con.execute("ATTACH ? AS buffer (ROW_GROUP_SIZE 16384)", [str(tmp)])
-            con.execute("USE buffer")
-
-            def cursor():
-                return con.cursor().execute("USE buffer")
-
-            rollouts = {k: v for k, v in tables.items() if k == "rollouts"}
-            rest = {k: v for k, v in tables.items() if k != "rollouts"}
-            inserts = [pool.submit(_insert, cursor(), run, round_, part) for part in (rollouts, rest) if part]
-            _insert(cursor(), run, round_, {"scores": scores()})
-            for insert in inserts:
-                insert.result()
-            return con.execute(
-                "SELECT avg(valid::INT), avg(reward), avg(unsupported_claims) FROM scores WHERE run = ? AND round = ?",
-                [run, round_],
-            ).fetchone()
+            round_rows = Round(con, pool, run, round_)
+            yield round_rows  # on an error, leaving the pool waits for the inserts under way
+            round_rows.wait()
 
 
 def _insert(con, run: str, round_: int, tables: dict[str, pd.DataFrame | pa.Table | Path]) -> None:
@@ -127,9 +132,10 @@ def replay(buffer: str | Path, run: str, round_: int, rounds: int = 1) -> pd.Dat
 
 def outcomes(buffer: str | Path, run: str, state_ids) -> pd.DataFrame:
     """The stored outcomes of ``state_ids`` (the environment's columns)."""
+    state_ids = state_ids.tolist() if hasattr(state_ids, "tolist") else list(state_ids)  # DuckDB takes no NumPy scalar
     with duckdb.connect(str(buffer), read_only=True) as con:
-        con.register("wanted", pd.DataFrame({"state_id": list(state_ids)}))
         return con.execute(
-            "SELECT o.* EXCLUDE (run) FROM outcomes o JOIN wanted USING (state_id) WHERE o.run = ? ORDER BY state_id",
-            [run],
+            """SELECT o.* EXCLUDE (run) FROM outcomes o JOIN (SELECT unnest(?) AS state_id) USING (state_id)
+               WHERE o.run = ? ORDER BY state_id""",
+            [state_ids, run],
         ).df()

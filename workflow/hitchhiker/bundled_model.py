@@ -23,7 +23,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from hitchhiker import artifacts
+from hitchhiker import atomic
 from hitchhiker.cli import HitchhikerError
 
 NAME = "smollm2-135m-instruct"
@@ -88,7 +88,7 @@ def convert_gguf(gguf: Path, out: Path) -> None:
     model = type(loaded)(config)
     model.load_state_dict(loaded.state_dict())
     model.generation_config = loaded.generation_config
-    with artifacts.atomic_path(out, is_dir=True) as tmp:
+    with atomic.path(out, is_dir=True) as tmp:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
 

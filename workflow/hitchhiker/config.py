@@ -248,6 +248,11 @@ def _check_objective(train: dict) -> None:
 
 def load(arg: str | Path, sections: set[str] | None = None) -> dict:
     """Load a config from a YAML file path or an inline JSON object, then validate it."""
+    return validate(read(arg), sections)
+
+
+def read(arg: str | Path) -> dict:
+    """A config as given (a YAML file path or an inline JSON object), not yet validated."""
     text = str(arg).strip()
     if text.startswith("{"):
         try:
@@ -264,7 +269,7 @@ def load(arg: str | Path, sections: set[str] | None = None) -> dict:
             raise HitchhikerError(f"config file {path} is not valid YAML: {str(err).splitlines()[0]}") from None
     if not isinstance(cfg, dict):
         raise HitchhikerError(f"config {text[:40]!r} is not a mapping of keys to values")
-    return validate(cfg, sections)
+    return cfg
 
 
 def subset(cfg: dict, sections: list[str]) -> str:

@@ -39,7 +39,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from hitchhiker import artifacts, buffer, cli, config, environments, lm_head, objectives, policy
+from hitchhiker import atomic, buffer, cli, config, environments, lm_head, objectives, policy
 
 SECTIONS = ["run", "seed", "environment", "model", "rollout", "reward", "train"]
 
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
     if trainer is None:  # nothing to learn from this round: the starting policy goes on unchanged
         if int(os.environ.get("RANK", "0")) != 0:  # launched ranks: the first writes it
             return
-        with artifacts.atomic_path(out, is_dir=True) as tmp:
+        with atomic.path(out, is_dir=True) as tmp:
             model.save_pretrained(tmp / "model")
             tok.save_pretrained(tmp / "model")
             if peft_config is not None:
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> None:
             from transformers.integrations.deepspeed import unset_hf_deepspeed_config
 
             unset_hf_deepspeed_config()
-        with artifacts.atomic_path(out, is_dir=True) as tmp:
+        with atomic.path(out, is_dir=True) as tmp:
             if peft_config is not None:
                 shutil.copytree(work / "final", tmp / "adapter")
                 merged = merge_adapter(args.policy, tmp / "adapter", cfg["model"])

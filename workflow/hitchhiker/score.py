@@ -20,10 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from hitchhiker import artifacts, buffer, cli, config, environments
+# neither imports pandas nor pyarrow: see main
+from hitchhiker import buffer, cli, config
 
 SECTIONS = ["run", "environment", "reward", "grounding"]
 
@@ -39,45 +37,53 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--previous", help="buffer of round r-1 (omit for round 1)")
     p.add_argument("--out", required=True, help="DuckDB file to write")
     args = p.parse_args(argv)
-    cfg = config.load(args.config, set(SECTIONS))
-    run = cfg["run"]
-    # the token lists (rollouts' and prompts') go from their files into DuckDB as they are: read
-    # here are the columns scoring needs
-    keys = artifacts.read_table(
-        args.rollouts, artifacts.ROLLOUTS, ["round", "state_id", "sample_idx", "completion", "answers"]
-    ).to_pandas()
-    if set(keys["round"]) != {args.round}:
-        raise cli.HitchhikerError(
-            f"{args.rollouts} holds rounds {sorted(set(keys['round']))}, not --round {args.round}"
-        )
-    drawn = pa.array(keys["state_id"].unique())
-    # only the states this round drew from (a few thousand of a split's many): to pandas and into the buffer
-    states = artifacts.read_table(args.states, artifacts.STATES).filter(pc.is_in(pc.field("state_id"), drawn))
-    outcomes = artifacts.read_table(args.outcomes, artifacts.OUTCOMES).filter(pc.is_in(pc.field("state_id"), drawn))
-    prompted = artifacts.read_table(args.prompts, artifacts.PROMPTS, ["state_id"])["state_id"]
-    unprompted = set(drawn.to_pylist()) - set(prompted.to_pylist())
-    if unprompted:
-        raise cli.HitchhikerError(f"{args.rollouts}: state {min(unprompted)} has no prompt ids in {args.prompts}")
-    missing = set(drawn.to_pylist()) - set(outcomes["state_id"].to_pylist())
-    if missing:
-        raise cli.HitchhikerError(f"{args.rollouts}: state {min(missing)} has no outcome in {args.outcomes}")
-    env = environments.get(cfg["environment"])
-    penalty, bonus = cfg["grounding"]["unsupported_claim_penalty"], cfg["grounding"]["supported_claim_bonus"]
+    given = config.read(args.config)
+    with buffer.write(args.out, args.previous, str(given.get("run")), args.round) as round_rows:
+        # The token lists, most of the buffer's bytes, go from their files into DuckDB as they
+        # are, on its threads, while the environment, pandas and pyarrow load here (validating
+        # the config loads the environment): the loading takes as long as the scoring
+        # (benchmarks/score). An input or a config found bad below leaves no buffer behind, and
+        # a valid config names this run (run is required, with no default).
+        round_rows.insert({"rollouts": Path(args.rollouts), "prompts": Path(args.prompts)})
+        cfg = config.validate(given, set(SECTIONS))
+        import pyarrow as pa
+        import pyarrow.compute as pc
 
-    def scores():  # called by buffer.write while it writes the round's inputs
-        scored = env.score(keys, states.to_pandas(), outcomes.to_pandas(), cfg["reward"]).rename(
-            columns={"reward": "environment_reward"}
-        )
-        out = keys.drop(columns=["completion", "answers"]).join(scored)
-        charged = out["environment_reward"] - penalty * out["unsupported_claims"]
-        out["reward"] = charged + bonus * out["supported_claims"] * out["valid"]
-        return out
+        from hitchhiker import artifacts, environments
 
-    tables = {"states": states, "outcomes": outcomes, "prompts": Path(args.prompts), "rollouts": Path(args.rollouts)}
-    valid, mean, claims = buffer.write(args.out, args.previous, run, args.round, tables, scores)
+        keys = artifacts.read_table(
+            args.rollouts, artifacts.ROLLOUTS, ["round", "state_id", "sample_idx", "completion", "answers"]
+        ).to_pandas()
+        if set(keys["round"]) != {args.round}:
+            raise cli.HitchhikerError(
+                f"{args.rollouts} holds rounds {sorted(set(keys['round']))}, not --round {args.round}"
+            )
+        drawn = pa.array(keys["state_id"].unique())
+        # only the states this round drew from (a few thousand of a split's many): to pandas and into the buffer
+        states = artifacts.read_table(args.states, artifacts.STATES).filter(pc.is_in(pc.field("state_id"), drawn))
+        outcomes = artifacts.read_table(args.outcomes, artifacts.OUTCOMES).filter(pc.is_in(pc.field("state_id"), drawn))
+        prompted = artifacts.read_table(args.prompts, artifacts.PROMPTS, ["state_id"])["state_id"]
+        unprompted = set(drawn.to_pylist()) - set(prompted.to_pylist())
+        if unprompted:
+            raise cli.HitchhikerError(f"{args.rollouts}: state {min(unprompted)} has no prompt ids in {args.prompts}")
+        missing = set(drawn.to_pylist()) - set(outcomes["state_id"].to_pylist())
+        if missing:
+            raise cli.HitchhikerError(f"{args.rollouts}: state {min(missing)} has no outcome in {args.outcomes}")
+        round_rows.insert({"states": states, "outcomes": outcomes})
+        scored = (
+            environments.get(cfg["environment"])
+            .score(keys, states.to_pandas(), outcomes.to_pandas(), cfg["reward"])
+            .rename(columns={"reward": "environment_reward"})
+        )
+        scores = keys.drop(columns=["completion", "answers"]).join(scored)
+        penalty, bonus = cfg["grounding"]["unsupported_claim_penalty"], cfg["grounding"]["supported_claim_bonus"]
+        charged = scores["environment_reward"] - penalty * scores["unsupported_claims"]
+        scores["reward"] = charged + bonus * scores["supported_claims"] * scores["valid"]
+        round_rows.insert({"scores": scores})
     print(
-        f"score: round {args.round}, {len(keys)} samples, valid {valid:.1%}, mean reward {mean:+.4f}, "
-        f"unsupported claims per sample {claims:.2f} -> {args.out}"
+        f"score: round {args.round}, {len(keys)} samples, valid {scores['valid'].mean():.1%}, "
+        f"mean reward {scores['reward'].mean():+.4f}, "
+        f"unsupported claims per sample {scores['unsupported_claims'].mean():.2f} -> {args.out}"
     )
 
 

@@ -42,7 +42,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from hitchhiker import artifacts, cli, config, environments, frequency
+from hitchhiker import artifacts, atomic, cli, config, environments, frequency
 from hitchhiker.metrics import (
     block_bootstrap_ci,
     block_length,
@@ -120,7 +120,7 @@ def headline(summary: dict, unit: str = "$") -> pd.DataFrame:
 
 def save(fig, path) -> None:
     """A figure as a PNG, written atomically, then closed."""
-    with artifacts.atomic_path(path) as tmp:
+    with atomic.path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)
 
