@@ -19,9 +19,10 @@ def _arrow(column) -> pa.Array:
     """A list column (Arrow-backed or of Python lists or arrays) as an Arrow array."""
     if isinstance(column, pa.Array | pa.ChunkedArray):
         return column
-    if isinstance(column, pd.Series) and column.dtype == object:
-        column = column.map(list)
-    return pa.array(column)
+    try:  # a column of 1-d arrays (what pandas makes of a list column), nested or not, converts as it is
+        return pa.array(column)
+    except pa.ArrowInvalid:  # rows of 2-d arrays ("Only 1D arrays accepted"): as lists of their rows
+        return pa.array(column.map(list) if isinstance(column, pd.Series) else [list(x) for x in column])
 
 
 def from_array(values: np.ndarray, kind: pa.DataType | None = None) -> pd.Series:
