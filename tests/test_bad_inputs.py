@@ -238,6 +238,34 @@ def test_bad_cli_arguments(args, message, tmp_path, base_run, monkeypatch):
     assert not (tmp_path / "O").exists()
 
 
+@pytest.mark.parametrize("lacking", [None, "states", "outcomes", "prompts"])
+def test_score_names_the_input_that_lacks_a_rollouts_state(lacking, tmp_path, base_run):
+    states = pd.read_parquet(base_run / "states.parquet").head(2)
+    ids = states.state_id.tolist()
+    rollouts = {"completion_ids": [[1, 2]] * 2, "logprobs": [[-0.5, -0.5]] * 2, "model_mask": [[1, 1]] * 2}
+    inputs = {
+        "rollouts": pd.DataFrame(
+            {"state_id": ids, "round": 1, "sample_idx": 0, "temperature": 1.0, **rollouts, "completion": "A"}
+        ).assign(answers=[["A"]] * 2),
+        "states": states,
+        "outcomes": pd.read_parquet(base_run / "outcomes.parquet").query("state_id in @ids"),
+        "prompts": pd.DataFrame({"state_id": ids, "round": 1, "prompt_ids": [[3, 4]] * 2}),
+    }
+    if lacking:
+        inputs[lacking] = inputs[lacking].query("state_id != @ids[1]")
+    args = [x for name, frame in inputs.items() for x in (f"--{name}", tmp_path / f"{name}.parquet")]
+    for name, frame in inputs.items():
+        frame.to_parquet(tmp_path / f"{name}.parquet")
+    cfg = write_config(tmp_path / "c.yaml", tiny_config())
+    proc = stage("score", "--config", cfg, "--round", "1", *args, "--out", tmp_path / "b.duckdb", check=False)
+    if lacking is None:  # the control: these inputs score
+        assert proc.returncode == 0, proc.stderr
+        return
+    what = {"states": "no state", "outcomes": "no outcome", "prompts": "no prompt ids"}[lacking]
+    _assert_one_line_error(proc, f"state {ids[1]} has {what} in {tmp_path / lacking}.parquet")
+    assert not (tmp_path / "b.duckdb").exists()
+
+
 def _assert_one_line_error(proc, message):
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
     lines = proc.stderr.strip().splitlines()

@@ -62,13 +62,12 @@ def main(argv: list[str] | None = None) -> None:
         # only the states this round drew from (a few thousand of a split's many): to pandas and into the buffer
         states = artifacts.read_table(args.states, artifacts.STATES).filter(pc.is_in(pc.field("state_id"), drawn))
         outcomes = artifacts.read_table(args.outcomes, artifacts.OUTCOMES).filter(pc.is_in(pc.field("state_id"), drawn))
-        prompted = artifacts.read_table(args.prompts, artifacts.PROMPTS, ["state_id"])["state_id"]
-        unprompted = set(drawn.to_pylist()) - set(prompted.to_pylist())
-        if unprompted:
-            raise cli.HitchhikerError(f"{args.rollouts}: state {min(unprompted)} has no prompt ids in {args.prompts}")
-        missing = set(drawn.to_pylist()) - set(outcomes["state_id"].to_pylist())
-        if missing:
-            raise cli.HitchhikerError(f"{args.rollouts}: state {min(missing)} has no outcome in {args.outcomes}")
+        prompted = artifacts.read_table(args.prompts, artifacts.PROMPTS, ["state_id"])
+        for table, what, path in ((states, "no state", args.states), (outcomes, "no outcome", args.outcomes),
+                                  (prompted, "no prompt ids", args.prompts)):  # fmt: skip
+            missing = set(drawn.to_pylist()) - set(table["state_id"].to_pylist())
+            if missing:
+                raise cli.HitchhikerError(f"{args.rollouts}: state {min(missing)} has {what} in {path}")
         round_rows.insert({"states": states, "outcomes": outcomes})
         scored = (
             environments.get(cfg["environment"])

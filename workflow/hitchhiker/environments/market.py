@@ -188,8 +188,14 @@ class Market(PriceData):
         frame = answers.score_many(
             samples["completion"], out["format"].to_numpy()[pos], fwd_state[pos], k_state[pos], reward_cfg
         ).set_axis(samples.index)
-        seen = states_.set_index("state_id").loc[samples["state_id"], ["prompt", "tickers"]]
-        claims = hallucination.check_many(samples["completion"], seen["prompt"], seen["tickers"])
+        seen = states_.set_index("state_id")
+        at = seen.index.get_indexer(samples["state_id"])
+        lacking = samples["state_id"][(pos < 0) | (at < 0)]  # score says which file lacks it, before this
+        if len(lacking):
+            raise HitchhikerError(f"state {lacking.iloc[0]} of a sample has no state or no outcome to score it by")
+        claims = hallucination.check_many(
+            samples["completion"], seen["prompt"].to_numpy()[at], seen["tickers"].to_numpy()[at]
+        )
         w = lists.padded(frame["weights"], fwd_state.shape[1], 0.0)  # k per valid answer, none per invalid
         frame["correct"] = correct(w, frame["valid"].to_numpy(), fwd_state[pos], k_state[pos])
         frame["preference"] = preference(frame["ranking"], frame["weights"])
