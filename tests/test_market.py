@@ -106,7 +106,7 @@ def test_synthetic_environment_plants_a_learnable_signal():
     states, outcomes = get("synthetic").make_states(_prices(n_days=800), cfg, _fits)
     df = states.merge(outcomes[["state_id", "forward_returns"]], on="state_id")
     pair = df[df.format == "pairwise"]
-    last = pair.prompt.map(lambda p: [h[-1] for h in prompts.shown_returns(p)])
+    last = pair.prompt.map(lambda p: [h[-1] for h in prompts.section_returns(prompts.shown(p))])
     pick_bigger = [r[int(np.argmax(x))] for x, r in zip(last, pair.forward_returns, strict=True)]
     winner = [max(r) for r in pair.forward_returns]
     hit = np.mean(np.isclose(pick_bigger, winner))

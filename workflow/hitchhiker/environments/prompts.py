@@ -194,14 +194,10 @@ def shown(prompt: str) -> dict[str, dict[str, np.ndarray]]:
     return out
 
 
-def shown_returns(prompt: str) -> list[np.ndarray]:
-    """The daily returns (in percent) a prompt shows for each ticker, in prompt order; read
-    from the returns section, or derived from the prices section when only that is shown."""
-    return section_returns(shown(prompt))
-
-
 def section_returns(sections: dict[str, dict[str, np.ndarray]]) -> list[np.ndarray]:
-    """:func:`shown_returns` of a prompt already read by :func:`shown`."""
+    """The daily returns (in percent) a prompt read by :func:`shown` shows for each ticker, in
+    prompt order; from the returns section, or derived from the prices section when only
+    that is shown."""
     if "returns" in sections:
         return list(sections["returns"].values())
     return [100 * (p[1:] / p[:-1] - 1) for p in sections["prices"].values()]
