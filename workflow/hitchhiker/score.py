@@ -41,9 +41,9 @@ def main(argv: list[str] | None = None) -> None:
     with buffer.write(args.out, args.previous, str(given.get("run")), args.round) as round_rows:
         # The token lists, most of the buffer's bytes, go from their files into DuckDB as they
         # are, on its threads, while the environment, pandas and pyarrow load here (validating
-        # the config loads the environment): the loading takes as long as the scoring
-        # (benchmarks/score). An input or a config found bad below leaves no buffer behind, and
-        # a valid config names this run (run is required, with no default).
+        # the config loads the environment): at 100k rollouts the loading takes longer than
+        # the scoring (benchmarks/score). An input or a config found bad below leaves no
+        # buffer behind, and a valid config names this run (run is required, no default).
         round_rows.insert({"rollouts": Path(args.rollouts), "prompts": Path(args.prompts)})
         cfg = config.validate(given, set(SECTIONS))
         import pyarrow as pa
