@@ -170,6 +170,12 @@ def _rollout(flag: str, value: str) -> list[str]:
     return ["rollout", *(x for k, v in {**args, flag: value}.items() for x in (k, v))]
 
 
+def _score(config: str) -> list[str]:
+    """A score command line with the states file (S) for every input."""
+    inputs = [x for flag in ("--rollouts", "--states", "--outcomes", "--prompts") for x in (flag, "S")]
+    return ["score", "--config", config, "--round", "1", *inputs, "--out", "O"]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -178,46 +184,8 @@ def _rollout(flag: str, value: str) -> list[str]:
         (_rollout("--round", "0"), "--round 0: rounds start at 1"),
         (_rollout("--states", "missing.parquet"), "missing.parquet does not exist"),
         (_rollout("--policy", "nopolicy"), "nopolicy: no policy.json"),
-        (
-            [
-                "score",
-                "--config",
-                "C",
-                "--round",
-                "1",
-                "--rollouts",
-                "S",
-                "--states",
-                "S",
-                "--outcomes",
-                "S",
-                "--prompts",
-                "S",
-                "--out",
-                "O",
-            ],
-            "lacks column(s) round",
-        ),
-        (  # found bad after score has begun writing the buffer: nothing is left behind
-            [
-                "score",
-                "--config",
-                "BADRUN",
-                "--round",
-                "1",
-                "--rollouts",
-                "S",
-                "--states",
-                "S",
-                "--outcomes",
-                "S",
-                "--prompts",
-                "S",
-                "--out",
-                "O",
-            ],
-            'config key run = "no spaces": ',
-        ),
+        (_score("C"), "lacks column(s) round"),  # the states file given as the rollouts
+        (_score("BADRUN"), 'config key run = "no spaces": '),  # found once score has begun writing the buffer
         (
             ["grpo_train", "--config", "C", "--round", "1", "--buffer", "none.duckdb", "--policy", "P", "--out", "O"],
             "replay buffer none.duckdb does not exist",
