@@ -183,16 +183,16 @@ class Market(PriceData):
 
         out = outcomes.set_index("state_id")
         pos = out.index.get_indexer(samples["state_id"])
-        k_state = lists.lengths(out["forward_returns"])
-        fwd_state = lists.padded(out["forward_returns"], fill=0.0)
-        frame = answers.score_many(
-            samples["completion"], out["format"].to_numpy()[pos], fwd_state[pos], k_state[pos], reward_cfg
-        ).set_axis(samples.index)
         seen = states_.set_index("state_id")
         at = seen.index.get_indexer(samples["state_id"])
         lacking = samples["state_id"][(pos < 0) | (at < 0)]  # score says which file lacks it, before this
         if len(lacking):
             raise HitchhikerError(f"state {lacking.iloc[0]} of a sample has no state or no outcome to score it by")
+        k_state = lists.lengths(out["forward_returns"])
+        fwd_state = lists.padded(out["forward_returns"], fill=0.0)
+        frame = answers.score_many(
+            samples["completion"], out["format"].to_numpy()[pos], fwd_state[pos], k_state[pos], reward_cfg
+        ).set_axis(samples.index)
         claims = hallucination.check_many(
             samples["completion"], seen["prompt"].to_numpy()[at], seen["tickers"].to_numpy()[at]
         )
