@@ -59,13 +59,14 @@ def main(argv: list[str] | None = None) -> None:
                 f"{args.rollouts} holds rounds {sorted(set(keys['round']))}, not --round {args.round}"
             )
         drawn = pa.array(keys["state_id"].unique())
+        drawn_ids = set(drawn.to_pylist())
         # only the states this round drew from (a few thousand of a split's many): to pandas and into the buffer
         states = artifacts.read_table(args.states, artifacts.STATES).filter(pc.is_in(pc.field("state_id"), drawn))
         outcomes = artifacts.read_table(args.outcomes, artifacts.OUTCOMES).filter(pc.is_in(pc.field("state_id"), drawn))
         prompted = artifacts.read_table(args.prompts, artifacts.PROMPTS, ["state_id"])
         for table, what, path in ((states, "no state", args.states), (outcomes, "no outcome", args.outcomes),
                                   (prompted, "no prompt ids", args.prompts)):  # fmt: skip
-            missing = set(drawn.to_pylist()) - set(table["state_id"].to_pylist())
+            missing = drawn_ids - set(table["state_id"].to_pylist())
             if missing:
                 raise cli.HitchhikerError(f"{args.rollouts}: state {min(missing)} has {what} in {path}")
         round_rows.insert({"states": states, "outcomes": outcomes})
