@@ -41,9 +41,9 @@ def _round(r: int, states: list[int], reward: float) -> tuple[dict, pd.DataFrame
 
 
 def _write(out, previous, r: int, tables: dict, scores: pd.DataFrame) -> None:
-    with buffer.write(out, previous, "run", r) as rows:  # as score does: the rollouts, the rest, the scores
-        rows.insert({"rollouts": tables["rollouts"]})
-        rows.insert({k: v for k, v in tables.items() if k != "rollouts"})
+    with buffer.write(out, previous, "run", r) as rows:  # as score does: token tables, then states, then scores
+        rows.insert({k: tables[k] for k in ("rollouts", "prompts")})
+        rows.insert({k: tables[k] for k in ("states", "outcomes")})
         rows.insert({"scores": scores})
 
 
