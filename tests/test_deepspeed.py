@@ -68,8 +68,8 @@ def test_grpo_train_under_deepspeed_matches_the_run_without_it(replay, base_run,
 
 
 def test_the_default_config_trains_under_zero3_on_the_cpu(tmp_path):
-    # the default run (SmolLM2 in bf16, LoRA) as a user overlays it: DeepSpeed on the CPU
-    # trains in float32 (transformers takes bf16 on a CPU only outside DeepSpeed) and says so
+    # the default run (SmolLM2, model.dtype fast, LoRA) as a user overlays it: DeepSpeed on the
+    # CPU trains in float32 (transformers takes bf16 on a CPU only outside DeepSpeed) and says so
     overlay = {
         "run": "zero3",
         "rounds": 1,
@@ -82,7 +82,7 @@ def test_the_default_config_trains_under_zero3_on_the_cpu(tmp_path):
     run("snakemake", "-s", ROOT / "Snakefile", "--cores", "2", "results/zero3/policy/round_1",
         "--configfile", ROOT / "config.yaml", tmp_path / "overlay.yaml", cwd=tmp_path)  # fmt: skip
     log = (tmp_path / "results" / "zero3" / "logs" / "grpo_train_round_1.log").read_text()
-    assert "DeepSpeed on the CPU trains in float32 (model.dtype bfloat16)" in log
+    assert "DeepSpeed on the CPU trains in float32 (model.dtype fast)" in log
     assert "on 2 process(es), DEEPSPEED ZeRO-3" in log, log[-2000:]
     spec = policy.read_spec(tmp_path / "results" / "zero3" / "policy" / "round_1")
     assert spec["round"] == 1 and spec["adapter"] == "adapter"

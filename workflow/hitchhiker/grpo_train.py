@@ -153,8 +153,8 @@ def main(argv: list[str] | None = None) -> None:
     # use_cpu, which accelerate's DeepSpeed path cannot take (hitchhiker/launch.py); rollout
     # and evaluate keep model.dtype
     cpu_deepspeed = deepspeed and not torch.cuda.is_available()
-    train_dtype = "float32" if cpu_deepspeed else cfg["model"]["dtype"]
-    if train_dtype != cfg["model"]["dtype"] and int(os.environ.get("RANK", "0")) == 0:
+    train_dtype = "float32" if cpu_deepspeed else policy.dtype(cfg["model"])
+    if cpu_deepspeed and cfg["model"]["dtype"] != "float32" and int(os.environ.get("RANK", "0")) == 0:
         print(f"grpo_train: DeepSpeed on the CPU trains in float32 (model.dtype {cfg['model']['dtype']})", flush=True)
     tok = policy.load_tokenizer(args.policy, cfg["model"])
     model = policy.load_model(args.policy, {**cfg["model"], "dtype": train_dtype})
@@ -178,6 +178,7 @@ def main(argv: list[str] | None = None) -> None:
             "round": args.round,
             "buffer": hashlib.sha256(Path(args.buffer).read_bytes()).hexdigest(),
             "policy": str(Path(args.policy).resolve()),
+            "dtype": train_dtype,  # model.dtype fast resolves per machine
         },
         sort_keys=True,
     )

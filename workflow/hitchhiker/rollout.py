@@ -55,7 +55,7 @@ def sample(
             seed,
             ro["tensor_parallel_size"],
             model_cfg["trust_remote_code"],
-            dtype=model_cfg["dtype"],
+            dtype=policy.dtype(model_cfg),
             cpu_kv_cache_gib=ro["vllm_cpu_kv_cache_gib"],
             adapter=adapter,
             next_turn=next_turn,
