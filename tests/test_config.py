@@ -1,12 +1,14 @@
 """Config validation: defaults, and one-line errors that name the key at fault."""
 
 import copy
+from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from conftest import ROOT, stage, tiny_config, write_config
-from hitchhiker import config, environments
+from hitchhiker import config, environments, policy
 from hitchhiker.cli import HitchhikerError
 
 
@@ -15,6 +17,25 @@ def test_default_config_validates_and_fills_defaults():
     assert cfg["rollout"]["temperature"] == 0.7
     assert cfg["train"]["lora"]["target_modules"] == "all-linear"
     assert cfg["model"]["trust_remote_code"] is False
+
+
+def test_model_dtype_fast_is_bfloat16_exactly_where_the_cpu_computes_it_natively(capsys):
+    # the kernel's flags: an independent reading of what torch's cpuinfo detects
+    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    flags = next(
+        (line.split(":")[1].split() for line in cpuinfo.splitlines() if line.startswith(("flags", "Features"))), None
+    )
+    if flags is None or torch.cuda.is_available():
+        pytest.skip("no CPU flags in /proc/cpuinfo to compare with, or a GPU decides")
+    native = bool({"avx512_bf16", "amx_bf16", "bf16"} & set(flags))
+    model = config.load(ROOT / "config.yaml")["model"]
+    policy._say.cache_clear()  # each line is said once a process: this worker's may have said it
+    assert model["dtype"] == "fast"  # the default run's
+    assert policy.dtype(model) == ("bfloat16" if native else "float32")
+    assert f"model.dtype fast: {'bfloat16' if native else 'float32'} (" in capsys.readouterr().out
+    if not native:  # an explicit bfloat16 is kept, and the stage says what it costs here
+        assert policy.dtype({"dtype": "bfloat16"}) == "bfloat16"
+        assert "no native bfloat16 here" in capsys.readouterr().out
 
 
 def _keys(node: dict, path: str = ""):

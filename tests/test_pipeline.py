@@ -383,9 +383,13 @@ def _strict_json(path):
 def test_listwise_runs_every_stage_and_writes_strict_json(tmp_path):
     cfg = tiny_config(run="listwise", data={"source": "sample", "tickers": ["AAPL", "MSFT", "KO", "JPM", "XOM"]})
     cfg["states"] = {**cfg["states"], "formats": ["listwise"], "list_size": 4}
+    cfg["model"]["dtype"] = "fast"  # the default run's: each stage that loads the model says what it resolved to
     write_config(tmp_path / "config.yaml", cfg)
     snakemake(tmp_path)
     res = tmp_path / "results" / "listwise"
+    resolved = f"model.dtype fast: {policy.dtype(cfg['model'])} ("
+    for stage_log in ("rollout_round_1", "grpo_train_round_1", "evaluate_round_0", "evaluate_round_1"):
+        assert resolved in (res / "logs" / f"{stage_log}.log").read_text(), stage_log
     summary = _strict_json(res / "metrics.json")
     assert [r["round"] for r in summary["rounds"]] == [0, 1]
     preds = pd.read_parquet(res / "eval" / "round_1" / "predictions.parquet")
