@@ -44,7 +44,8 @@ def test_sampling_is_seeded_and_greedy_is_deterministic(tiny):
     a = generation.transformers_generate(model, tok, ids, [0.7] * 5, 2, 6, 5, seed=3)
     b = generation.transformers_generate(model, tok, ids, [0.7] * 5, 2, 6, 5, seed=3)
     assert [r["completion_ids"] for r in a] == [r["completion_ids"] for r in b]
-    g1 = generation.transformers_generate(model, tok, ids, [0.0] * 5, 1, 6, 2, seed=1)
+    # each prompt alone against all five in one batch (padded, their shared beginning computed once)
+    g1 = generation.transformers_generate(model, tok, ids, [0.0] * 5, 1, 6, 1, seed=1)
     g2 = generation.transformers_generate(model, tok, ids, [0.0] * 5, 1, 6, 5, seed=2)
     assert [r["completion_ids"] for r in g1] == [r["completion_ids"] for r in g2]
     # greedy and sampled prompts in one call (evaluate): one row per greedy prompt, and the
@@ -55,11 +56,15 @@ def test_sampling_is_seeded_and_greedy_is_deterministic(tiny):
 
 
 def test_the_shared_prefill_samples_what_a_prefill_per_sample_would(tiny, monkeypatch):
-    # each prompt's cache computed once and repeated for its B samples: the same tokens drawn
-    # and the same logprobs as generate prefilling every copy
+    # each prompt's cache computed once and repeated for its B samples, the tokens every
+    # prompt of a batch begins with once for the batch: the same tokens drawn and the same
+    # logprobs as generate prefilling every copy
     model, tok, ids = tiny
     temps = [0.6, 0.7, 0.8, 0.65, 0.75]
-    assert len({len(i) for i in ids}) > 1  # left padding within a batch
+    assert len({len(i) for i in ids}) > 1  # padding within a batch
+    batch, mask, shared = generation.layout(ids[:3], tok.pad_token_id)
+    assert shared >= 10 and (batch[:, :shared] == torch.tensor(ids[0][:shared])).all()
+    assert [row[m.bool()].tolist() for row, m in zip(batch, mask, strict=True)] == ids[:3]
     shared = generation.transformers_generate(model, tok, ids, temps, n=4, max_new_tokens=8, batch_size=3, seed=5)
     monkeypatch.setattr(generation, "shared_prefill", lambda *args: None)  # generate prefills each row
     plain = generation.transformers_generate(model, tok, ids, temps, n=4, max_new_tokens=8, batch_size=3, seed=5)
