@@ -62,8 +62,8 @@ def test_the_shared_prefill_samples_what_a_prefill_per_sample_would(tiny, monkey
     model, tok, ids = tiny
     temps = [0.6, 0.7, 0.8, 0.65, 0.75]
     assert len({len(i) for i in ids}) > 1  # padding within a batch
-    batch, mask, shared = generation.layout(ids[:3], tok.pad_token_id)
-    assert shared >= 10 and (batch[:, :shared] == torch.tensor(ids[0][:shared])).all()
+    batch, mask, common = generation.layout(ids[:3], tok.pad_token_id)
+    assert common >= 10 and (batch[:, :common] == torch.tensor(ids[0][:common])).all()
     assert [row[m.bool()].tolist() for row, m in zip(batch, mask, strict=True)] == ids[:3]
     shared = generation.transformers_generate(model, tok, ids, temps, n=4, max_new_tokens=8, batch_size=3, seed=5)
     monkeypatch.setattr(generation, "shared_prefill", lambda *args: None)  # generate prefills each row
