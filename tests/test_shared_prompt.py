@@ -25,6 +25,8 @@ from hitchhiker.grpo_train import environment_reward, replay_rollout_func
 from hitchhiker.replay_trainer import ReplayGRPOTrainer
 
 T = 7  # completion width
+# where a GPU is, the equivalence is checked on it too: TRL's Triton LM head, CUDA's attention
+DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 
 
 def _model(vocab: int, attn: str = "sdpa") -> LlamaForCausalLM:
@@ -58,10 +60,11 @@ def _samples(vocab: int, lengths=(5, 9, 3), group=3, multi_turn=False) -> pd.Dat
 
 
 @contextlib.contextmanager
-def _head(share: bool):
-    """grpo_train's CPU LM head on the shared side only: the other side stays TRL's own."""
+def _head(share: bool, device: str = "cpu"):
+    """grpo_train's CPU LM head on the shared side only: the other side stays TRL's own (on a
+    GPU both are TRL's, as in grpo_train)."""
     saved = trl.trainer.utils._use_triton, trl.trainer.utils._ChunkedLogProbFunction
-    if share:
+    if share and device == "cpu":
         lm_head.use_on_cpu()
     try:
         yield
@@ -92,12 +95,14 @@ def test_the_cpu_head_gives_trls_logprobs_entropies_and_gradients(softcap, scale
         torch.testing.assert_close(ours, trl_, atol=1e-5, rtol=1e-5)
 
 
-def _trainer(tok, samples, group, share, tmp_path, attn="sdpa", mode="token_truncate", checkpointing=False):
+def _trainer(
+    tok, samples, group, share, tmp_path, attn="sdpa", mode="token_truncate", checkpointing=False, device="cpu"
+):
     model = _model(len(tok), attn)
     args = GRPOConfig(
         output_dir=str(tmp_path / f"t{share}"), per_device_train_batch_size=len(samples), num_generations=group,
         num_train_epochs=1, learning_rate=1.0, optim="sgd", temperature=0.7, max_completion_length=T, report_to=[],
-        use_cpu=True, bf16=False, logging_steps=1, save_strategy="no", seed=0, beta=0.04, loss_type="dapo",
+        use_cpu=device == "cpu", bf16=False, logging_steps=1, save_strategy="no", seed=0, beta=0.04, loss_type="dapo",
         vllm_importance_sampling_correction=True, vllm_importance_sampling_mode=mode,
         vllm_importance_sampling_clip_max=2.0, disable_tqdm=True, gradient_checkpointing=checkpointing,
     )  # fmt: skip
@@ -133,22 +138,27 @@ def tok(base_run):
 def _logps_and_grads(trainer, ids, mask, batch_size=None):
     model = trainer.model
     model.zero_grad()
-    with _head(trainer.share_prompt):
+    ids, mask = ids.to(model.device), mask.to(model.device)
+    with _head(trainer.share_prompt, model.device.type):
         logps, ent, _ = trainer._get_per_token_logps_and_entropies(
             model, ids, mask, T, batch_size=batch_size, compute_entropy=True
         )
     ((logps * mask[:, -T:]).sum() / 10).backward()
-    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
-    return logps.detach(), ent.detach(), grads
+    grads = {n: p.grad.cpu() for n, p in model.named_parameters() if p.requires_grad}
+    return logps.detach().cpu(), ent.detach().cpu(), grads
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 @pytest.mark.parametrize("multi_turn", [False, True])
-def test_logprobs_and_lora_gradients_equal_the_unshared_ones(tok, tmp_path, attn, multi_turn):
+def test_logprobs_and_lora_gradients_equal_the_unshared_ones(tok, tmp_path, attn, multi_turn, device):
     samples = _samples(len(tok), multi_turn=multi_turn)
     order = torch.randperm(len(samples), generator=torch.Generator().manual_seed(3)).tolist()  # TRL shuffles
     ids, mask = _batch(samples, tok.pad_token_id, order)
-    got = {share: _logps_and_grads(_trainer(tok, samples, 3, share, tmp_path, attn), ids, mask) for share in (1, 0)}
+    got = {
+        share: _logps_and_grads(_trainer(tok, samples, 3, share, tmp_path, attn, device=device), ids, mask)
+        for share in (1, 0)
+    }
     m = mask[:, -T:].bool()
     (lp1, en1, g1), (lp0, en0, g0) = got[1], got[0]
     assert torch.allclose(lp1[m], lp0[m], atol=1e-5, rtol=0), (lp1[m] - lp0[m]).abs().max()
@@ -187,18 +197,23 @@ def test_the_packed_row_shares_each_prompt_once():
     assert packed.index.tolist() == [[2, 3], [4, 5], [6 + 3, 6 + 4]]
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("mode", ["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"])
-def test_one_training_step_ends_at_the_same_weights(tok, tmp_path, mode):
+def test_one_training_step_ends_at_the_same_weights(tok, tmp_path, mode, device):
     # shared: the importance ratio from the loss's own forward; unshared: TRL's separate pass
     samples = _samples(len(tok), multi_turn=True)
     weights, logs = {}, {}
     for share in (True, False):
-        trainer = _trainer(tok, samples, 3, share, tmp_path, mode=mode)
-        with _head(share):
+        trainer = _trainer(tok, samples, 3, share, tmp_path, mode=mode, device=device)
+        with _head(share, device):
             trainer.train()
-        weights[share] = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+        weights[share] = {n: p.detach().cpu() for n, p in trainer.model.named_parameters() if p.requires_grad}
         logs[share] = trainer.state.log_history[0]
-    start = {n: p for n, p in _trainer(tok, samples, 3, True, tmp_path).model.named_parameters() if p.requires_grad}
+    start = {
+        n: p.detach().cpu()
+        for n, p in _trainer(tok, samples, 3, True, tmp_path, device=device).model.named_parameters()
+        if p.requires_grad
+    }
     for name, w in weights[True].items():  # SGD: a weight's change is its gradient, so this compares gradients too
         moved = (weights[False][name] - start[name]).norm()
         assert moved > 1e-6, name  # the step moved it ...
