@@ -85,10 +85,12 @@ def _round1_buffer(cfg, base_run, tmp_path):
         buffer,
     )
     # the random tiny model rarely answers validly, so every reward would be the penalty and
-    # every advantage zero: pay for short completions instead, to give GRPO a signal
+    # every advantage zero: pay for a low first token instead, to give GRPO a signal. (Not for
+    # short completions: an EOS within 6 tokens is luck, one group in eight had one on the CPU's
+    # draws and none on a GPU's, where every advantage was zero and no weight moved.)
     with duckdb.connect(str(buffer)) as con:
         con.execute(
-            "UPDATE scores SET reward = -len(r.completion_ids) / 10 FROM rollouts r "
+            "UPDATE scores SET reward = -r.completion_ids[1] / 100 FROM rollouts r "
             "WHERE r.state_id = scores.state_id AND r.sample_idx = scores.sample_idx"
         )
     return buffer
@@ -216,8 +218,9 @@ def _train(cfg, buffer, base_run, out):
 
 @pytest.mark.slow
 def test_importance_sampling_reweights_stale_samples_as_it_should(base_run, tmp_path):
-    # sampled at exactly the training temperature, so the stored logprobs are on-policy
-    train = {**tiny_config()["train"], "lora": {"enabled": False}}
+    # sampled at exactly the training temperature, so the stored logprobs are on-policy; a small
+    # learning rate keeps the policy near them, where a capped ratio of 2 is a doubled reward
+    train = {**tiny_config()["train"], "lora": {"enabled": False}, "learning_rate": 0.001}
     on = tiny_config(rollout={**tiny_config()["rollout"], "temperature_eps": 0.0}, train=train)
     off = tiny_config(rollout=on["rollout"], train={**train, "importance_sampling": {"enabled": False}})
     cfg_on, cfg_off = write_config(tmp_path / "on.yaml", on), write_config(tmp_path / "off.yaml", off)
@@ -252,10 +255,12 @@ def test_importance_sampling_reweights_stale_samples_as_it_should(base_run, tmp_
     # ... which weighs those groups' loss twice: the same update as doubling their advantages,
     # that is (scale_rewards none) doubling their rewards, with no correction
     w_doubled, _ = _train(cfg_off, doubled, base_run, tmp_path / "doubled")
-    moved = max((w_stale[k] - w_on[k]).abs().max().item() for k in w_on)
-    assert moved > 1e-4
+    # per tensor (Adam turns a near-zero gradient's noise into a step of about the learning rate,
+    # so single weights can differ): the stale run lands by the doubled one, far from the on-policy
+    # run (uncorrected, it would land on that; uncapped, at e rather than 2, well past the doubled)
     for k in w_on:
-        torch.testing.assert_close(w_stale[k], w_doubled[k], rtol=0, atol=moved / 20)
+        apart, moved = (w_stale[k] - w_doubled[k]).norm(), (w_stale[k] - w_on[k]).norm()
+        assert moved > 1e-4 and apart < moved / 5, (k, apart, moved)
 
 
 @pytest.mark.slow
