@@ -138,6 +138,9 @@ CASES = {
         "directory /nonexistent/model does not exist",
         cmd="base_model",
     ),
+    "data.tickers missing (the tiny model's corpus)": cfg_case(
+        lambda c: c["data"].pop("tickers"), "config key data.tickers is required", cmd="base_model"
+    ),
     "model.tiny shape": cfg_case(
         lambda c: c["model"]["tiny"].update(hidden_size=30, num_heads=4), "model.tiny.hidden_size", cmd="base_model"
     ),

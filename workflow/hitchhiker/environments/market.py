@@ -255,7 +255,7 @@ class Market(PriceData):
         }
 
     def corpus(self, cfg: dict, seed: int, n: int = 400) -> list[str]:
-        tickers = cfg["data"]["tickers"]
+        tickers = _tickers(cfg)
         rng = np.random.default_rng(seed)
         texts = []
         for k in range(n):
@@ -268,7 +268,7 @@ class Market(PriceData):
         return texts
 
     def practice_turn(self, cfg: dict, rng: np.random.Generator, i: int) -> tuple[str, list[str]]:
-        tickers = cfg["data"]["tickers"]
+        tickers = _tickers(cfg)
         sizes = {f: k for f, k in FORMAT_SIZES.items() if k <= len(tickers)}
         fmt = list(sizes)[i % len(sizes)]
         k = sizes[fmt]
@@ -279,3 +279,12 @@ class Market(PriceData):
 
 
 ENVIRONMENT = Market("market")
+
+
+def _tickers(cfg: dict) -> list[str]:
+    """data.tickers, which the shared schema leaves optional (other environments have none):
+    base_model's tiny corpus and practice turns read it before fetch_prices checks it."""
+    from hitchhiker.environments import prices  # fetch_prices' module, imported where it is needed
+
+    prices.required(cfg["data"])
+    return cfg["data"]["tickers"]
