@@ -35,14 +35,19 @@ def test_the_rule_launches_with_the_chosen_config_file_and_the_gpu_count(tmp_pat
     assert f"python -m hitchhiker.launch --nproc 4 --accelerate-config {zero2} -- --config" in launch
 
 
+# this interpreter's modules, not whatever console script PATH finds
+ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch"]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+
+
 @pytest.mark.parametrize(
     "cuda, nproc, config_file, head",
     [
-        (True, 4, "z2.yaml", ["accelerate", "launch", "--num_processes", "4", "--config_file", "z2.yaml"]),
-        (True, 1, None, ["accelerate", "launch", "--num_processes", "1", "--num_machines", "1"]),
-        (False, 2, None, ["torchrun", "--standalone", "--nproc_per_node", "2"]),  # gloo workers
+        (True, 4, "z2.yaml", [*ACCELERATE, "--num_processes", "4", "--config_file", "z2.yaml"]),
+        (True, 1, None, [*ACCELERATE, "--num_processes", "1", "--num_machines", "1"]),
+        (False, 2, None, [*TORCHRUN, "--standalone", "--nproc_per_node", "2"]),  # gloo workers
         # DeepSpeed's own CPU accelerator, in fp32 (tests/test_deepspeed.py runs it)
-        (False, 2, "z2.yaml", ["accelerate", "launch", "--num_processes", "2", "--config_file", "z2.yaml"]),
+        (False, 2, "z2.yaml", [*ACCELERATE, "--num_processes", "2", "--config_file", "z2.yaml"]),
         (False, 1, None, [sys.executable]),
     ],
 )

@@ -158,7 +158,7 @@ def test_two_cpu_processes_train_on_the_same_data_as_one(base_run, tmp_path):
         out = tmp_path / f"policy_{n}"
         proc = stage("launch", "--nproc", n, "--", "--config", cfg, "--round", "1", "--buffer", buffer,
                      "--policy", base_run / "policy" / "round_0", "--out", out)  # fmt: skip
-        assert ("torchrun" in proc.stdout) == (n == 2)  # two gloo workers, not accelerate's single one
+        assert ("torch.distributed.run" in proc.stdout) == (n == 2)  # two gloo workers (torchrun), not accelerate's one
         log = pd.read_csv(out / "train_log.csv").dropna(subset=["reward"])
         logs.append(log.reset_index(drop=True))
         weights.append(load_file(out / "model" / "model.safetensors"))

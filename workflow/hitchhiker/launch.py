@@ -25,19 +25,26 @@ from hitchhiker import cli
 CPU_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 
 
+# accelerate launch and torchrun as this interpreter's modules: the console scripts need the
+# environment's bin/ on PATH (not there when a venv's python is called by its path), and one
+# found there may belong to another environment
+ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch"]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+
+
 def command(nproc: int, accelerate_config: str | None, rest: list[str], cuda: bool) -> list[str]:
     if cuda:
-        launch = ["accelerate", "launch", "--num_processes", str(nproc)]
+        launch = [*ACCELERATE, "--num_processes", str(nproc)]
         launch += (
             ["--config_file", accelerate_config]
             if accelerate_config
             else ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
         )
     elif accelerate_config:
-        launch = ["accelerate", "launch", "--num_processes", str(nproc), "--config_file", accelerate_config,
+        launch = [*ACCELERATE, "--num_processes", str(nproc), "--config_file", accelerate_config,
                   "--mixed_precision", "no"]  # fmt: skip
     elif nproc > 1:
-        launch = ["torchrun", "--standalone", "--nproc_per_node", str(nproc)]
+        launch = [*TORCHRUN, "--standalone", "--nproc_per_node", str(nproc)]
     else:
         launch = [sys.executable]
     return [*launch, "-m", "hitchhiker.grpo_train", *rest]
