@@ -124,9 +124,12 @@ def torch_dtype(model_cfg: dict):
 
 
 def load_model(policy_dir: str | Path, model_cfg: dict):
-    """A policy's causal LM, in model.dtype, on the CPU."""
+    """A policy's causal LM, in model.dtype, on the CPU (sdpa attention: hitchhiker.attention's)."""
     from transformers import AutoModelForCausalLM
 
+    from hitchhiker import attention
+
+    attention.use()
     return AutoModelForCausalLM.from_pretrained(
         model_ref(policy_dir), dtype=torch_dtype(model_cfg), trust_remote_code=model_cfg["trust_remote_code"]
     )
