@@ -158,9 +158,9 @@ def transformers_generate(
             past_key_values=cache,
             do_sample=sampling,
             max_new_tokens=max_new_tokens,
-            temperature=1.0,
-            top_k=0,
-            top_p=1.0,
+            # untruncated sampling (the processor applies each row's temperature); greedy
+            # decoding takes none of these, and transformers warns about any given to it
+            **(dict(temperature=1.0, top_k=0, top_p=1.0) if sampling else {}),
             logits_processor=LogitsProcessorList([proc]),
             pad_token_id=pad,
             eos_token_id=list(eos_ids),
@@ -190,7 +190,7 @@ def transformers_generate(
             if greedy is not None:
                 decode(greedy, ids, mask, cache, 1)
             if greedy is not None and sample is not None and cache is not None:
-                cache.crop(width - 1)  # back to the prompts, for the samples
+                cache.crop(width - 1 - cache.get_seq_length())  # back to the prompts (drops the greedy tokens)
                 cache.batch_repeat_interleave(n)
             if sample is not None:
                 decode(sample, ids, mask, cache, n)
