@@ -38,6 +38,21 @@ def test_model_dtype_fast_is_bfloat16_exactly_where_the_cpu_computes_it_natively
         assert "no native bfloat16 here" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("native", [None, "amx_bf16"])
+def test_model_dtype_auto_says_when_a_bfloat16_checkpoint_runs_emulated(tmp_path, monkeypatch, capsys, native):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2)
+    LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(tmp_path / "model")
+    policy.write_spec(tmp_path, "model", 0)
+    monkeypatch.setattr(policy, "native_bfloat16", lambda: native)
+    policy._say.cache_clear()
+    model = policy.load_model(tmp_path, {"dtype": "auto", "trust_remote_code": False})
+    assert model.dtype == torch.bfloat16  # auto keeps the checkpoint's dtype either way
+    said = "model.dtype auto: the checkpoint is bfloat16, which this machine computes emulated"
+    assert (said in capsys.readouterr().out) == (native is None)
+
+
 def _keys(node: dict, path: str = ""):
     """(dotted key, its schema) for every key the schema defines, nested ones included."""
     for name, sub in (node.get("properties") or {}).items():

@@ -130,9 +130,16 @@ def load_model(policy_dir: str | Path, model_cfg: dict):
     from hitchhiker import attention
 
     attention.use()
-    return AutoModelForCausalLM.from_pretrained(
+    model = AutoModelForCausalLM.from_pretrained(
         model_ref(policy_dir), dtype=torch_dtype(model_cfg), trust_remote_code=model_cfg["trust_remote_code"]
     )
+    if model_cfg["dtype"] == "auto" and model.dtype == torch.bfloat16 and not native_bfloat16():
+        # most hub checkpoints are bfloat16: auto would run them emulated here without a word
+        _say(
+            "model.dtype auto: the checkpoint is bfloat16, which this machine computes emulated (about 100x "
+            "slower than float32 on an AVX2 CPU); model.dtype: fast runs float32 here and bfloat16 where it is native"
+        )
+    return model
 
 
 def load(policy_dir: str | Path, model_cfg: dict, device: str | None = None):
