@@ -1,7 +1,8 @@
 """hitchhiker.attention: on the CPU, transformers' sdpa attention without copying a
 grouped-query model's key/value heads, and the same results.
 
-A real Llama architecture (random weights, 4 query heads on 2 key/value heads) on a left-padded
+A real Llama architecture (random weights, 4 query heads on 2 key/value heads, float32 and
+bfloat16) on a left-padded
 batch: the logits equal transformers' own sdpa's bit for bit, the gradients within float
 rounding, and generation (greedy and sampled, through its KV cache) gives the same tokens.
 If transformers stops routing Llama's attention through its AttentionInterface, or starts
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
 import torch
 import transformers.integrations.sdpa_attention as hf_sdpa
 from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM
@@ -19,6 +21,9 @@ from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM
 from hitchhiker import attention
 
 VOCAB = 50
+# each gradient's distance from transformers' own, relative to its norm: the key/value heads'
+# gradients sum over their query heads in another order (float32: measured 0; bfloat16: 0.6%)
+TOLERANCE = {torch.float32: 1e-6, torch.bfloat16: 2e-2}
 
 
 @contextlib.contextmanager
@@ -32,13 +37,13 @@ def _sdpa(ours: bool):
         AttentionInterface.register("sdpa", saved)
 
 
-def _model() -> LlamaForCausalLM:
+def _model(dtype=torch.float32) -> LlamaForCausalLM:
     torch.manual_seed(0)
     cfg = LlamaConfig(
         vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, max_position_embeddings=128, attn_implementation="sdpa",
     )  # fmt: skip
-    return LlamaForCausalLM(cfg)
+    return LlamaForCausalLM(cfg).to(dtype)
 
 
 def _batch() -> tuple[torch.Tensor, torch.Tensor]:
@@ -69,11 +74,12 @@ def _run(model, ours: bool, copies: list) -> dict:
     return out
 
 
-def test_same_logits_gradients_and_tokens_without_the_copies(monkeypatch):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_same_logits_gradients_and_tokens_without_the_copies(monkeypatch, dtype):
     copies = []
     repeat = hf_sdpa.repeat_kv
     monkeypatch.setattr(hf_sdpa, "repeat_kv", lambda x, n: copies.append(n) or repeat(x, n))
-    model = _model()
+    model = _model(dtype)
     theirs = _run(model, ours=False, copies=copies)
     assert theirs["copied"], "transformers' sdpa no longer repeats key/value heads: hitchhiker.attention can go"
     copies.clear()
@@ -81,7 +87,8 @@ def test_same_logits_gradients_and_tokens_without_the_copies(monkeypatch):
     assert copies == [], "hitchhiker.attention's sdpa still copied the key/value heads"
     assert torch.equal(ours["logits"], theirs["logits"])
     for name, grad in theirs["grads"].items():
-        torch.testing.assert_close(ours["grads"][name], grad, rtol=1e-5, atol=1e-7, msg=name)
+        apart = ((ours["grads"][name] - grad).float().norm() / grad.float().norm()).item()
+        assert apart <= TOLERANCE[dtype], f"{name}: {apart:.2e} apart"
     for sample in (False, True):
         assert torch.equal(ours[f"tokens {sample}"], theirs[f"tokens {sample}"])
 
