@@ -2,11 +2,10 @@
 grouped-query model's key/value heads, and the same results.
 
 A real Llama architecture (random weights, 4 query heads on 2 key/value heads, float32 and
-bfloat16) on a left-padded
-batch: the logits equal transformers' own sdpa's bit for bit, the gradients within float
-rounding, and generation (greedy and sampled, through its KV cache) gives the same tokens.
-If transformers stops routing Llama's attention through its AttentionInterface, or starts
-passing grouped heads to torch itself, these fail.
+bfloat16) on a left-padded batch: the logits equal transformers' own sdpa's bit for bit, the
+gradients within float rounding, and generation (greedy and sampled, through its KV cache)
+gives the same tokens. If transformers stops routing Llama's attention through its
+AttentionInterface, or starts passing grouped heads to torch itself, these fail.
 """
 
 from __future__ import annotations
