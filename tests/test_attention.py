@@ -28,7 +28,7 @@ TOLERANCE = {torch.float32: 1e-6, torch.bfloat16: 2e-2}
 @contextlib.contextmanager
 def _sdpa(ours: bool):
     """transformers' sdpa attention (ours False) or hitchhiker's, for the block."""
-    saved = AttentionInterface._global_mapping["sdpa"]
+    saved = AttentionInterface()["sdpa"]  # a fresh interface reads the library-wide mapping
     AttentionInterface.register("sdpa", attention.sdpa if ours else hf_sdpa.sdpa_attention_forward)
     try:
         yield

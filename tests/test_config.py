@@ -49,7 +49,7 @@ def test_model_dtype_auto_says_when_a_bfloat16_checkpoint_runs_emulated(tmp_path
     policy._say.cache_clear()
     model = policy.load_model(tmp_path, {"dtype": "auto", "trust_remote_code": False})
     assert model.dtype == torch.bfloat16  # auto keeps the checkpoint's dtype either way
-    said = "model.dtype auto: the checkpoint is bfloat16, which this machine computes emulated"
+    said = "model.dtype auto: the checkpoint is bfloat16: no native bfloat16 here, its matmuls are emulated"
     assert (said in capsys.readouterr().out) == (native is None)
 
 

@@ -105,11 +105,15 @@ def dtype(model_cfg: dict) -> str:
         name = "bfloat16" if native else "float32"
         _say(f"model.dtype fast: {name} ({f'native bfloat16: {native}' if native else 'no native bfloat16 here'})")
     elif name == "bfloat16" and not native:
-        _say(
-            "model.dtype bfloat16: no native bfloat16 here, its matmuls are emulated (about 100x slower than "
-            "float32's on an AVX2 CPU); model.dtype: fast runs float32 here and bfloat16 where it is native"
-        )
+        _say_emulated("model.dtype bfloat16")
     return name
+
+
+def _say_emulated(what: str) -> None:
+    _say(
+        f"{what}: no native bfloat16 here, its matmuls are emulated (about 100x slower than float32's on an "
+        "AVX2 CPU); model.dtype: fast runs float32 here and bfloat16 where it is native"
+    )
 
 
 @functools.cache  # once a process
@@ -135,10 +139,7 @@ def load_model(policy_dir: str | Path, model_cfg: dict):
     )
     if model_cfg["dtype"] == "auto" and model.dtype == torch.bfloat16 and not native_bfloat16():
         # most hub checkpoints are bfloat16: auto would run them emulated here without a word
-        _say(
-            "model.dtype auto: the checkpoint is bfloat16, which this machine computes emulated (about 100x "
-            "slower than float32 on an AVX2 CPU); model.dtype: fast runs float32 here and bfloat16 where it is native"
-        )
+        _say_emulated("model.dtype auto: the checkpoint is bfloat16")
     return model
 
 
