@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from transformers import DynamicLayer
 
 from conftest import ROOT, prompts_of, rollout_round1, stage, tiny_config, write_config
 from hitchhiker import config, generation, policy
@@ -53,6 +54,14 @@ def test_sampling_is_seeded_and_greedy_is_deterministic(tiny):
     both = generation.transformers_generate(model, tok, ids + ids, [0.0] * 5 + [0.7] * 5, 2, 6, 5, seed=3)
     assert [(r["prompt_index"], r["sample_idx"]) for r in both[:5]] == [(i, 0) for i in range(5)]
     assert [r["completion_ids"] for r in both] == [r["completion_ids"] for r in g1 + a]
+    # one sample a prompt (evaluate's default) decodes where the greedy tokens were
+    one = generation.transformers_generate(model, tok, ids, [0.7] * 5, 1, 6, 5, seed=3)
+    both = generation.transformers_generate(model, tok, ids + ids, [0.0] * 5 + [0.7] * 5, 1, 6, 5, seed=3)
+    assert [r["completion_ids"] for r in both] == [r["completion_ids"] for r in g1 + one]
+    # and from the same cache: the tiny model's tokens hardly depend on it, its logprobs do
+    np.testing.assert_allclose(
+        [x for r in both for x in r["logprobs"]], [x for r in g1 + one for x in r["logprobs"]], atol=1e-6
+    )
 
 
 def test_the_shared_prefill_samples_what_a_prefill_per_sample_would(tiny, monkeypatch):
@@ -72,6 +81,44 @@ def test_the_shared_prefill_samples_what_a_prefill_per_sample_would(tiny, monkey
     np.testing.assert_allclose(
         [x for r in shared for x in r["logprobs"]], [x for r in plain for x in r["logprobs"]], atol=1e-5
     )
+
+
+def test_the_cache_decodes_in_place_with_the_logits_of_transformers_own(tiny, monkeypatch):
+    # shared_prefill's cache layers write each decoded token into room left after the prompt
+    # instead of concatenating (transformers' DynamicLayer copies the whole cache each step):
+    # the same logits bit for bit, new buffers only when the room runs out or a batch repeats
+    model, tok, ids = tiny
+    batch, mask, shared = generation.layout(ids[:3], tok.pad_token_id)
+
+    def greedy(cache):
+        out = model.generate(input_ids=batch, attention_mask=mask, past_key_values=cache, max_new_tokens=6,
+                             do_sample=False, output_logits=True, return_dict_in_generate=True,
+                             pad_token_id=tok.pad_token_id)  # fmt: skip
+        return torch.stack(out.logits)
+
+    allocated = []
+    update = generation._RoomyLayer.update
+
+    def counted(layer, *args, **kwargs):
+        before = layer.buffers
+        result = update(layer, *args, **kwargs)
+        allocated.append(layer.buffers is not before)
+        return result
+
+    monkeypatch.setattr(generation._RoomyLayer, "update", counted)
+    with torch.no_grad():
+        cache = generation.shared_prefill(model, batch, mask, 1, shared, room=3)
+        assert type(cache.layers[0]) is generation._RoomyLayer
+        prefilled, allocated[:] = len(allocated), []
+        ours = greedy(cache)
+        monkeypatch.setattr(generation, "_RoomyLayer", lambda room: DynamicLayer())
+        theirs = greedy(generation.shared_prefill(model, batch, mask, 1, shared, room=3))
+    assert prefilled == 2 * len(cache.layers)  # the shared beginning, then the rest of the batch
+    layers = len(cache.layers)
+    # generate's first step feeds the prompt's last token: steps 1-3 fit the room, step 4 takes
+    # new buffers (room 3 again), steps 5-6 fit
+    assert [any(allocated[s * layers : (s + 1) * layers]) for s in range(6)] == [False] * 3 + [True] + [False] * 2
+    assert torch.equal(ours, theirs)
 
 
 def _vllm_like(prompt_ids, samples):

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from transformers import LogitsProcessor, LogitsProcessorList
+from transformers import DynamicCache, DynamicLayer, LogitsProcessor, LogitsProcessorList
 
 
 class RowTemperature(LogitsProcessor):
@@ -77,7 +77,42 @@ def layout(prompts: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tens
     return ids, mask, shared
 
 
-def shared_prefill(model, ids: torch.Tensor, mask: torch.Tensor, n: int, shared: int = 0):
+class _RoomyLayer(DynamicLayer):
+    """transformers' DynamicLayer, its keys and values views of buffers with ``room`` more
+    positions than the prefill, so that a decoding step writes its token in place.
+    DynamicLayer concatenates, copying the whole cache at every step of every layer. A batch
+    repeat, or more tokens than the room holds, takes new buffers."""
+
+    def __init__(self, room: int):
+        super().__init__()
+        self.room, self.buffers = room, None
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        n, k = self.get_seq_length(), key_states.shape[-2]
+        if not self._fits(n, key_states):
+            shape = (*key_states.shape[:-2], n + k + self.room, key_states.shape[-1])
+            self.buffers = key_states.new_empty(shape), value_states.new_empty(shape)
+            if n:
+                for buffer, old in zip(self.buffers, (self.keys, self.values), strict=True):
+                    buffer[..., :n, :] = old
+        for buffer, new in zip(self.buffers, (key_states, value_states), strict=True):
+            buffer[..., n : n + k, :] = new
+        self.keys, self.values = (buffer[..., : n + k, :] for buffer in self.buffers)
+        return self.keys, self.values
+
+    def _fits(self, n: int, new: torch.Tensor) -> bool:
+        """Whether the n cached positions begin the buffers (a crop keeps them there, a batch
+        repeat does not) and the new ones fit after them."""
+        if not n or self.buffers is None:
+            return False
+        keys = self.buffers[0]
+        same_rows = keys.shape[:-2] == new.shape[:-2] and keys.data_ptr() == self.keys.data_ptr()
+        return same_rows and n + new.shape[-2] <= keys.shape[-2]
+
+
+def shared_prefill(model, ids: torch.Tensor, mask: torch.Tensor, n: int, shared: int = 0, room: int = 0):
     """The KV cache of each prompt of a :func:`layout` batch but its last token, computed
     once and repeated for its n samples, for ``generate`` to continue from; the ``shared``
     tokens every prompt begins with are computed once for the whole batch.
@@ -88,11 +123,10 @@ def shared_prefill(model, ids: torch.Tensor, mask: torch.Tensor, n: int, shared:
     to produce the first logits; positions are the ones ``generate`` gives the row.
     None (``generate`` prefills itself) for prompts one token wide: nothing to share.
     """
-    from transformers import DynamicCache
-
     if ids.shape[1] < 2:
         return None
     cache = DynamicCache(config=model.config)
+    cache.layers = [_RoomyLayer(room) if type(layer) is DynamicLayer else layer for layer in cache.layers]
     positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
     if shared:
         model(input_ids=ids[:1, :shared], position_ids=positions[:1, :shared],
@@ -186,12 +220,13 @@ def transformers_generate(
         ids, mask, shared = layout([prompt_ids[i] for i in (greedy if greedy is not None else sample)], pad)
         ids, mask, width = ids.to(device), mask.to(device), ids.shape[1]
         with torch.no_grad():
-            cache = shared_prefill(model, ids, mask, 1 if greedy is not None else n, shared)
+            cache = shared_prefill(model, ids, mask, 1 if greedy is not None else n, shared, max_new_tokens)
             if greedy is not None:
                 decode(greedy, ids, mask, cache, 1)
             if greedy is not None and sample is not None and cache is not None:
                 cache.crop(width - 1 - cache.get_seq_length())  # back to the prompts (drops the greedy tokens)
-                cache.batch_repeat_interleave(n)
+                if n > 1:  # one sample a prompt decodes in the greedy tokens' place
+                    cache.batch_repeat_interleave(n)
             if sample is not None:
                 decode(sample, ids, mask, cache, n)
     for r in rows:
