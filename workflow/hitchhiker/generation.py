@@ -121,7 +121,8 @@ def shared_prefill(model, ids: torch.Tensor, mask: torch.Tensor, n: int, shared:
     transformers' ``generate`` with n samples a prompt (``num_return_sequences`` or repeated
     rows alike) prefills each copy, and the prompt is most of a rollout's FLOPs (a 138-token
     prompt against 24 new tokens). The last token is left for ``generate``, which needs one
-    to produce the first logits; positions are the ones ``generate`` gives the row.
+    to produce the first logits; positions are the ones ``generate`` gives the row. Each
+    layer leaves ``room`` positions for the tokens to come (:class:`_RoomyLayer`).
     None (``generate`` prefills itself) for prompts one token wide: nothing to share.
     """
     if ids.shape[1] < 2:
