@@ -197,6 +197,23 @@ def test_the_packed_row_shares_each_prompt_once():
     assert packed.index.tolist() == [[2, 3], [4, 5], [6 + 3, 6 + 4]]
 
 
+def test_rows_padded_to_a_multiple_give_the_same_logprobs_and_gradients(tok, tmp_path, monkeypatch):
+    # on CUDA the packed rows are padded to a multiple of 64 positions (cuDNN builds its
+    # attention for each new shape); the padding attends only to itself and is never scored
+    samples = _samples(len(tok), multi_turn=True)
+    ids, mask = _batch(samples, tok.pad_token_id)
+    monkeypatch.setattr(shared_prompt, "PAD_TO", {"cpu": 64})
+    assert shared_prompt.pack(ids, mask, T).input_ids.shape[1] == 64
+    padded = _logps_and_grads(_trainer(tok, samples, 3, True, tmp_path), ids, mask)
+    monkeypatch.setattr(shared_prompt, "PAD_TO", {})
+    assert shared_prompt.pack(ids, mask, T).input_ids.shape[1] < 64
+    plain = _logps_and_grads(_trainer(tok, samples, 3, True, tmp_path), ids, mask)
+    m = mask[:, -T:].bool()
+    torch.testing.assert_close(padded[0][m], plain[0][m], atol=1e-6, rtol=0)
+    for name, grad in plain[2].items():
+        torch.testing.assert_close(padded[2][name], grad, atol=1e-6, rtol=1e-5)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("mode", ["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"])
 def test_one_training_step_ends_at_the_same_weights(tok, tmp_path, mode, device):

@@ -29,6 +29,10 @@ from dataclasses import dataclass
 import torch
 
 IGNORE = -100  # TRL's (and transformers') label for "not scored"
+# packed rows are padded to a multiple of this many positions, by device type. CUDA's masked
+# attention (cuDNN's on an H100) is built for each new shape: on an H100 each new packed width
+# cost 2.3-2.9 s against a 0.1 s step (benchmarks/gpu's model). A CPU builds nothing.
+PAD_TO = {"cuda": 64}
 
 
 @dataclass
@@ -61,7 +65,8 @@ def pack(input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_len: 
     members = groups(prompt, pmask)
     p_len = pmask.sum(1)
     lengths = [int(p_len[m[0]]) - 1 + len(m) * t for m in members]
-    g, width_out = len(members), max(lengths)
+    multiple = PAD_TO.get(dev.type, 1)
+    g, width_out = len(members), -(-max(lengths) // multiple) * multiple
 
     ids = torch.zeros((g, width_out), dtype=input_ids.dtype, device=dev)  # padding: never attended to nor scored
     pos = torch.zeros((g, width_out), dtype=torch.long, device=dev)
