@@ -58,6 +58,13 @@ def pytest_collection_modifyitems(items):
     items.sort(key=rank)  # stable: the order within a module, and of the other modules, stays
 
 
+def devices() -> list[str]:
+    """The devices device-parametrized tests run on: the CPU, and CUDA where a GPU is."""
+    import torch  # here, not at the top: most tests never need it
+
+    return ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+
+
 def tiny_config(**overrides) -> dict:
     """The tiny config with nested overrides: tiny_config(rollout={"samples_per_state": 2})."""
     cfg = copy.deepcopy(TINY)

@@ -12,10 +12,8 @@ import pytest
 import torch
 from transformers import DynamicLayer
 
-from conftest import ROOT, prompts_of, rollout_round1, stage, tiny_config, write_config
+from conftest import ROOT, devices, prompts_of, rollout_round1, stage, tiny_config, write_config
 from hitchhiker import config, generation, policy
-
-DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +25,7 @@ def tiny(base_run):
     return model, tok, ids
 
 
-@pytest.fixture(params=DEVICES)
+@pytest.fixture(params=devices())
 def tiny_on(request, tiny):
     """The tiny policy on each device there is (CUDA where a GPU is)."""
     model, tok, ids = tiny
@@ -96,7 +94,8 @@ def test_the_shared_prefill_samples_what_a_prefill_per_sample_would(tiny_on, mon
 def test_the_cache_decodes_in_place_with_the_logits_of_transformers_own(tiny_on, monkeypatch):
     # shared_prefill's cache layers write each decoded token into room left after the prompt
     # instead of concatenating (transformers' DynamicLayer copies the whole cache each step):
-    # the same logits bit for bit, new buffers only when the room runs out or a batch repeats
+    # the same logits (bit for bit on the CPU), new buffers only when the room runs out or a
+    # batch repeats
     model, tok, ids = tiny_on
     batch, mask, shared = generation.layout(ids[:3], tok.pad_token_id)
     batch, mask = batch.to(model.device), mask.to(model.device)

@@ -20,13 +20,14 @@ from peft import LoraConfig
 from transformers import LlamaConfig, LlamaForCausalLM
 from trl import GRPOConfig
 
+from conftest import devices
 from hitchhiker import lm_head, policy, shared_prompt
 from hitchhiker.grpo_train import environment_reward, replay_rollout_func
 from hitchhiker.replay_trainer import ReplayGRPOTrainer
 
 T = 7  # completion width
 # where a GPU is, the equivalence is checked on it too: TRL's Triton LM head, CUDA's attention
-DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+DEVICES = devices()
 
 
 def _model(vocab: int, attn: str = "sdpa") -> LlamaForCausalLM:
