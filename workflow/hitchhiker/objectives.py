@@ -111,12 +111,14 @@ def trainer(cfg: dict, samples: pd.DataFrame, priced: pd.DataFrame | None, model
     tr, group = cfg["train"], cfg["rollout"]["samples_per_state"]
     objective = tr["objective"]
     if objective == "grpo":
+        import torch
         from trl import GRPOConfig
 
-        from hitchhiker import grpo_train
+        from hitchhiker import grpo_train, shared_prompt
         from hitchhiker.replay_trainer import ReplayGRPOTrainer
 
         sampling = tr["importance_sampling"]
+        share = tr["share_prompt"] is not False
         args = GRPOConfig(
             **common,
             num_generations=group,
@@ -128,6 +130,10 @@ def trainer(cfg: dict, samples: pd.DataFrame, priced: pd.DataFrame | None, model
             vllm_importance_sampling_correction=sampling["enabled"] is not False,
             vllm_importance_sampling_mode=sampling["mode"],
             vllm_importance_sampling_clip_max=sampling["cap"],
+            # TRL's own step on CUDA: its padded batch widths as few as the shared step's packed
+            # ones (hitchhiker.shared_prompt.PAD_TO), for the same cuDNN builds. Not for the shared
+            # step: it packs the rows itself, and padded completions would widen every packed row.
+            pad_to_multiple_of=shared_prompt.PAD_TO["cuda"] if torch.cuda.is_available() and not share else None,
         )
         return ReplayGRPOTrainer(
             model=model,
@@ -138,7 +144,7 @@ def trainer(cfg: dict, samples: pd.DataFrame, priced: pd.DataFrame | None, model
             peft_config=peft_config,
             rollout_func=grpo_train.replay_rollout_func(samples, group),
             importance_sampling=sampling["enabled"] is not False,
-            share_prompt=tr["share_prompt"] is not False,
+            share_prompt=share,
         )
     if objective == "dpo":
         from trl import DPOConfig, DPOTrainer
