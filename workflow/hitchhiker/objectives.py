@@ -130,9 +130,9 @@ def trainer(cfg: dict, samples: pd.DataFrame, priced: pd.DataFrame | None, model
             vllm_importance_sampling_correction=sampling["enabled"] is not False,
             vllm_importance_sampling_mode=sampling["mode"],
             vllm_importance_sampling_clip_max=sampling["cap"],
-            # TRL's own step on CUDA: its padded batch widths as few as the shared step's packed
-            # ones (hitchhiker.shared_prompt.PAD_TO), for the same cuDNN builds. Not for the shared
-            # step: it packs the rows itself, and padded completions would widen every packed row.
+            # TRL's own step on CUDA pads its batch as the shared step pads its packed rows
+            # (shared_prompt.PAD_TO): few widths, so few cuDNN builds. Not the shared step's batch:
+            # it packs its rows itself, and padded completions would widen every packed row.
             pad_to_multiple_of=shared_prompt.PAD_TO["cuda"] if torch.cuda.is_available() and not share else None,
         )
         return ReplayGRPOTrainer(

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 import torch
 
 IGNORE = -100  # TRL's (and transformers') label for "not scored"
-# packed rows are padded to a multiple of this many positions, by device type. CUDA's masked
-# attention (cuDNN's on an H100) is built for each new shape: on an H100 each new packed width
-# cost 2.3-2.9 s against a 0.1 s step (benchmarks/gpu's model). A CPU builds nothing.
+# packed rows are padded to a multiple of this many positions, by device type (and TRL's own
+# step's batch, with share_prompt off: hitchhiker.objectives). CUDA's masked attention
+# (cuDNN's on an H100) is built for each new shape: on an H100 each new packed width cost
+# 2.3-2.9 s against a 0.1 s step (benchmarks/gpu's model). A CPU builds nothing.
 PAD_TO = {"cuda": 64}
 
 
