@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     g = result["greedy"]
     print(
         f"evaluate: round {args.round} greedy valid {g['valid_rate']['mean']:.1%} "
-        f"mean reward {g['mean_reward']['mean']:+.4f} -> {args.metrics}"
+        f"mean reward {g['mean_reward']['mean']:+.4f} -> {args.metrics}{cli.device_note()}"
     )
 
 
