@@ -62,11 +62,13 @@ def pipeline(tmp_path_factory):
 
 
 def test_the_torch_stages_say_the_threads_snakemake_gave_them(pipeline):
-    # no rule declares threads: Snakemake exports OMP_NUM_THREADS=1 (workflow/rules/common.smk)
+    # Snakemake exports OMP_NUM_THREADS=1, and 2 to the last round's evaluate, which runs
+    # alone (workflow/rules/common.smk, Threads)
     _, res = pipeline
-    for log in ("rollout_round_1", "grpo_train_round_1"):
+    for log, threads in [("rollout_round_1", 1), ("grpo_train_round_1", 1), ("evaluate_round_1", 1),
+                         ("evaluate_round_2", 2)]:  # fmt: skip
         last = (res / "logs" / f"{log}.log").read_text().splitlines()[-1]
-        assert last.endswith(", 1 CPU thread(s)"), last
+        assert last.endswith(f", {threads} CPU thread(s)"), last
 
 
 def test_the_console_is_quiet_and_ends_on_the_headline_table(pipeline):

@@ -28,11 +28,13 @@ try:
 except HitchhikerError as err:
     sys.exit(f"hitchhiker: error: {err}")
 
-# Threads: no rule declares any, so Snakemake runs each job with OMP_NUM_THREADS=1 (torch on
-# one core) and evaluate r beside rollout r+1 on a 2-core laptop. Declaring 2 for rollout,
-# grpo_train and evaluate made each of them 1.2-1.4x faster but ran them one at a time: the
-# default run took 180 s instead of 136 s (benchmarks/e2e, 2026-11-24, one after the other).
-# Where one stage dominates (a batch-64 grpo_train), give it the cores: --set-threads grpo_train=2.
+# Threads: Snakemake runs each job with OMP_NUM_THREADS=1 (torch on one core) and evaluate r
+# beside rollout r+1 on a 2-core laptop. Declaring 2 for rollout, grpo_train and evaluate
+# made each of them 1.2-1.4x faster but ran them one at a time: the default run took 180 s
+# instead of 136 s (benchmarks/e2e, 2026-11-24, one after the other). Only the last round's
+# evaluate, which nothing runs beside, declares 2 (rules/evaluate.smk): 51 s instead of 79
+# in the default run, the same predictions (AVX2 VM, 2026-11-26). Where one stage dominates
+# (a batch-64 grpo_train), give it the cores: --set-threads grpo_train=2.
 # Stage commands import hitchhiker from this checkout, also inside the per-rule conda envs
 # (which hold only third-party packages) and in Slurm jobs (sbatch exports the environment).
 shell.prefix(

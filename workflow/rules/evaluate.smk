@@ -14,6 +14,9 @@ rule evaluate:
         f"{RESULTS}/benchmarks/evaluate_round_{{e}}.tsv"
     conda:
         "../../envs/evaluate.yaml"
+    # the last round's evaluate runs alone (only summarize follows it): both cores of a
+    # 2-core laptop (rules/common.smk, Threads); each other round's runs beside a rollout
+    threads: lambda w: 2 if int(w.e) == config["rounds"] else 1
     params:
         cfg=cfg("evaluate"),
     shell:
