@@ -215,14 +215,27 @@ def test_rows_padded_to_a_multiple_give_the_same_logprobs_and_gradients(tok, tmp
         torch.testing.assert_close(padded[2][name], grad, atol=1e-6, rtol=1e-5)
 
 
+def _count_no_grad_passes(trainer) -> list[int]:
+    """A one-item list that counts the trainer's logprob forwards without gradient."""
+    count, inner = [0], trainer._get_per_token_logps_and_entropies
+
+    def counted(*args, **kwargs):
+        count[0] += not torch.is_grad_enabled()
+        return inner(*args, **kwargs)
+
+    trainer._get_per_token_logps_and_entropies = counted
+    return count
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("mode", ["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"])
 def test_one_training_step_ends_at_the_same_weights(tok, tmp_path, mode, device):
     # shared: the importance ratio from the loss's own forward; unshared: TRL's separate pass
     samples = _samples(len(tok), multi_turn=True)
-    weights, logs = {}, {}
+    weights, logs, passes = {}, {}, {}
     for share in (True, False):
         trainer = _trainer(tok, samples, 3, share, tmp_path, mode=mode, device=device)
+        passes[share] = _count_no_grad_passes(trainer)
         with _head(share, device):
             trainer.train()
         weights[share] = {n: p.detach().cpu() for n, p in trainer.model.named_parameters() if p.requires_grad}
@@ -236,6 +249,8 @@ def test_one_training_step_ends_at_the_same_weights(tok, tmp_path, mode, device)
         moved = (weights[False][name] - start[name]).norm()
         assert moved > 1e-6, name  # the step moved it ...
         assert (w - weights[False][name]).norm() < 1e-4 * moved, name  # ... to the same place
+    # its one step: the KL reference's forward without gradient, and TRL's "old" one unshared only
+    assert trainer.state.global_step == 1 and passes == {True: [1], False: [2]}
     for key in ("min", "mean", "max"):  # the same correction, logged the same
         got, want = (logs[s][f"sampling/importance_sampling_ratio/{key}"] for s in (True, False))
         assert got == pytest.approx(want, rel=1e-4, abs=1e-6), key

@@ -64,11 +64,13 @@ class ReplayGRPOTrainer(GRPOTrainer):
         )
 
     def _generate(self, prompts):
-        self.use_vllm = False
+        # restores the flag as it was: inside _generate_and_score_completions it is lowered
+        # still, or TRL would run its "old" forward after all
+        use_vllm, self.use_vllm = self.use_vllm, False
         try:
             return super()._generate(prompts)
         finally:
-            self.use_vllm = self.importance_sampling
+            self.use_vllm = use_vllm
 
     def _generate_and_score_completions(self, inputs):
         if not self._ratio_from_loss_forward():
