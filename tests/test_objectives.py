@@ -2,6 +2,7 @@
 full-information loss and its shared-prompt step, and each objective through the whole DAG."""
 
 import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -109,6 +110,19 @@ def test_the_loss_is_the_gap_weighted_cross_entropy_to_the_best_action():
     assert tie.item() == 0.0
 
 
+@pytest.fixture(scope="module")
+def before_training(tmp_path_factory):
+    """The jobs no objective changes (none of them reads the train section): prices, base
+    model, states, audit, round 1's rollout and scores and the base policy's evaluation, run
+    once for the four objectives below; each reruns from there as a user who changes only
+    train.objective does."""
+    d = tmp_path_factory.mktemp("objectives")
+    write_config(d / "config.yaml", tiny_config(run="objectives", rounds=2))
+    targets = ["results/objectives/buffer/round_1.duckdb", "results/objectives/eval/round_0/metrics.json"]
+    run("snakemake", "-s", ROOT / "Snakefile", "--configfile", d / "config.yaml", "--cores", "2", *targets, cwd=d)
+    return d
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "objective, extra",
@@ -116,13 +130,20 @@ def test_the_loss_is_the_gap_weighted_cross_entropy_to_the_best_action():
      ("full_information", {"full_information": {"rationale": "best_answers"}})],
     ids=["dpo", "best_answers", "full_information", "full_information-rationale"],
 )  # fmt: skip
-def test_each_objective_runs_every_stage_of_the_dag(objective, extra, tmp_path):
-    name = "rationale" if "full_information" in extra else objective
+def test_each_objective_runs_every_stage_of_the_dag(objective, extra, before_training, tmp_path):
+    name, d = "objectives", tmp_path / "run"
+    shutil.copytree(before_training, d)  # the files' times too, and Snakemake's records of what made them
     cfg = tiny_config(run=name, rounds=2)
     cfg["train"] = {**cfg["train"], "objective": objective, **extra}
-    write_config(tmp_path / "config.yaml", cfg)
-    run("snakemake", "-s", ROOT / "Snakefile", "--configfile", tmp_path / "config.yaml", "--cores", "2", cwd=tmp_path)
-    res = tmp_path / "results" / name
+    write_config(d / "config.yaml", cfg)
+    proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", d / "config.yaml", "--cores", "2",
+               "--quiet", "rules", cwd=d)  # fmt: skip
+    table = proc.stderr.split("Job stats:", 1)[1].split("total", 1)[0]  # Snakemake's job counts
+    rows = [line.split() for line in table.splitlines()]
+    jobs = {words[0]: int(words[1]) for words in rows if len(words) == 2 and words[1].isdigit()}
+    # train.objective reruns training and all that follows it, nothing before
+    assert jobs == {"grpo_train": 2, "rollout": 1, "score": 1, "evaluate": 2, "summarize": 1, "all": 1}, proc.stderr
+    res = d / "results" / name
     summary = json.loads((res / "metrics.json").read_text())
     assert [r["round"] for r in summary["rounds"]] == [0, 1, 2]
     trained = rationale = 0
