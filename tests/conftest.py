@@ -102,6 +102,16 @@ def rollout_round1(cfg: Path, base: Path, out: Path, check: bool = True) -> subp
                  check=check)  # fmt: skip
 
 
+def job_counts(output: str) -> dict[str, int]:
+    """Snakemake's "Job stats" table in ``output`` (a dry run's stdout, a run's stderr) as
+    {rule: jobs}, less the total; empty when there is nothing to do."""
+    if "Job stats:" not in output:
+        return {}
+    table = output.split("Job stats:", 1)[1].split("\ntotal", 1)[0]
+    rows = [line.split() for line in table.splitlines()]
+    return {words[0]: int(words[1]) for words in rows if len(words) == 2 and words[1].isdigit()}
+
+
 def prompts_of(rollouts: Path) -> Path:
     """Where rollout_round1 writes the prompt token ids next to ``rollouts``."""
     return rollouts.with_suffix(".prompts.parquet")

@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-from conftest import ROOT, run, tiny_config, write_config
+from conftest import ROOT, job_counts, run, tiny_config, write_config
 from hitchhiker import buffer, objectives
 from hitchhiker.environments import get
 from hitchhiker.full_information import action_logps, loss_and_stats
@@ -138,11 +138,9 @@ def test_each_objective_runs_every_stage_of_the_dag(objective, extra, before_tra
     write_config(d / "config.yaml", cfg)
     proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", d / "config.yaml", "--cores", "2",
                "--quiet", "rules", cwd=d)  # fmt: skip
-    table = proc.stderr.split("Job stats:", 1)[1].split("total", 1)[0]  # Snakemake's job counts
-    rows = [line.split() for line in table.splitlines()]
-    jobs = {words[0]: int(words[1]) for words in rows if len(words) == 2 and words[1].isdigit()}
     # train.objective reruns training and all that follows it, nothing before
-    assert jobs == {"grpo_train": 2, "rollout": 1, "score": 1, "evaluate": 2, "summarize": 1, "all": 1}, proc.stderr
+    rerun = {"grpo_train": 2, "rollout": 1, "score": 1, "evaluate": 2, "summarize": 1, "all": 1}
+    assert job_counts(proc.stderr) == rerun, proc.stderr
     res = d / "results" / name
     summary = json.loads((res / "metrics.json").read_text())
     assert [r["round"] for r in summary["rounds"]] == [0, 1, 2]
