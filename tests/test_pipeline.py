@@ -62,11 +62,11 @@ def pipeline(tmp_path_factory):
 
 
 def test_the_torch_stages_say_the_threads_snakemake_gave_them(pipeline):
-    # Snakemake exports OMP_NUM_THREADS=1, and 2 to the last round's evaluate, which runs
-    # alone (workflow/rules/common.smk, Threads)
+    # Snakemake exports OMP_NUM_THREADS=1, and 2 to base_model and the last round's evaluate,
+    # which run alone (workflow/rules/common.smk, Threads)
     _, res = pipeline
-    for log, threads in [("rollout_round_1", 1), ("grpo_train_round_1", 1), ("evaluate_round_1", 1),
-                         ("evaluate_round_2", 2)]:  # fmt: skip
+    for log, threads in [("base_model", 2), ("rollout_round_1", 1), ("grpo_train_round_1", 1),
+                         ("evaluate_round_1", 1), ("evaluate_round_2", 2)]:  # fmt: skip
         last = (res / "logs" / f"{log}.log").read_text().splitlines()[-1]
         assert last.endswith(f", {threads} CPU thread(s)"), last
 

@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
         ref = "model" if (out / "model").is_dir() else str(local.resolve()) if local.is_dir() else name
         policy.write_spec(out, ref, 0)
         policy.load_tokenizer(out, cfg["model"])
-    print(f"base_model: {name} -> {args.out}")
+    print(f"base_model: {name} -> {args.out}{cli.device_note()}")
 
 
 if __name__ == "__main__":

@@ -33,8 +33,10 @@ except HitchhikerError as err:
 # made each of them 1.2-1.4x faster but ran them one at a time: the default run took 180 s
 # instead of 136 s (benchmarks/e2e, 2026-11-24, one after the other). Only the last round's
 # evaluate, which nothing runs beside, declares 2 (rules/evaluate.smk): 51 s instead of 79
-# in the default run, the same predictions (AVX2 VM, 2026-11-26). Where one stage dominates
-# (a batch-64 grpo_train), give it the cores: --set-threads grpo_train=2.
+# in the default run, the same predictions (AVX2 VM, 2026-11-26). base_model declares 2 for the
+# same reason: configs/synthetic.yaml's 200-step format warm-up took 79 s instead of 114,
+# the same weights bit for bit (AVX2 VM, 2026-11-27). Where one stage dominates (a batch-64
+# grpo_train), give it the cores: --set-threads grpo_train=2.
 # Stage commands import hitchhiker from this checkout, also inside the per-rule conda envs
 # (which hold only third-party packages) and in Slurm jobs (sbatch exports the environment).
 shell.prefix(

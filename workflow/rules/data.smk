@@ -31,6 +31,9 @@ rule base_model:
         f"{RESULTS}/benchmarks/base_model.tsv"
     conda:
         "../../envs/train.yaml"
+    # nothing runs beside it but fetch_prices (2 s): both cores of a 2-core laptop for the
+    # tiny model's format warm-up (rules/common.smk, Threads)
+    threads: 2
     params:
         cfg=cfg("base_model"),
     shell:
