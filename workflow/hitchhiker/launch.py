@@ -15,8 +15,10 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
+from pathlib import Path
 
 from hitchhiker import cli
 
@@ -50,6 +52,21 @@ def command(nproc: int, accelerate_config: str | None, rest: list[str], cuda: bo
     return [*launch, "-m", "hitchhiker.grpo_train", *rest]
 
 
+def cuda_available() -> bool:
+    """torch.cuda.is_available(), without importing torch where it is a CPU build, which never
+    has CUDA: the build's version file says what it was built for. On a laptop CPU the import
+    costs 3-4 s, which the process this one becomes would pay again."""
+    origin = importlib.util.find_spec("torch").origin
+    spec = importlib.util.spec_from_file_location("_torch_build", Path(origin).parent / "version.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)  # a dozen assignments; importing torch.version would import torch
+    if not (build.cuda or build.hip):
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def main(argv: list[str] | None = None) -> None:
     p = cli.parser(__doc__)
     p.add_argument("--nproc", type=int, required=True)
@@ -58,10 +75,8 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if args.nproc < 1:
         raise cli.HitchhikerError(f"--nproc {args.nproc}: need at least one process")
-    import torch
-
     rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
-    cuda = torch.cuda.is_available()
+    cuda = cuda_available()
     cmd = command(args.nproc, args.accelerate_config, rest, cuda)
     if not cuda:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")  # DeepSpeed would look for a GPU
