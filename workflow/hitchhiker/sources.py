@@ -17,6 +17,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent
 
 
+@functools.cache
 def _path(module: str) -> Path | None:
     """The file of hitchhiker module ``module`` ("hitchhiker.environments.market"), if any."""
     rel = Path(*module.split(".")[1:])
@@ -42,30 +43,33 @@ def _literal(path: Path, name: str):
 CALLED_BY: dict[str, tuple[str, ...]] = _literal(PACKAGE / "environments" / "base.py", "CALLED_BY")
 
 
-def _nodes(tree: ast.Module, stage: str):
-    """The nodes of ``tree`` that ``stage`` runs: all, but the bodies of methods named in
-    CALLED_BY for other stages."""
-    todo = [tree]
+@functools.cache
+def _imports_by_method(path: Path) -> dict[frozenset[str], set[str]]:
+    """The hitchhiker modules a file imports ("from hitchhiker.x import y" names x and x.y),
+    by the CALLED_BY methods whose bodies hold the import (none: every stage runs it). One
+    walk of each file for all stages: Snakemake parses the workflow at every invocation and
+    in every Slurm job, and a walk per stage and file took 1.9 s of a 5-s dry run."""
+    out: dict[frozenset[str], set[str]] = {}
+    todo = [(_tree(path), frozenset())]
     while todo:
-        node = todo.pop()
-        yield node
+        node, methods = todo.pop()
+        if isinstance(node, ast.Import):
+            out.setdefault(methods, set()).update(a.name for a in node.names if a.name.startswith("hitchhiker."))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("hitchhiker"):
+            out.setdefault(methods, set()).update([node.module, *(f"{node.module}.{a.name}" for a in node.names)])
         for child in ast.iter_child_nodes(node):
-            called_by = CALLED_BY.get(getattr(child, "name", None)) if isinstance(node, ast.ClassDef) else None
-            if isinstance(child, ast.FunctionDef) and called_by is not None and stage not in called_by:
-                continue
-            todo.append(child)
+            named = isinstance(node, ast.ClassDef) and isinstance(child, ast.FunctionDef) and child.name in CALLED_BY
+            todo.append((child, methods | {child.name} if named else methods))
+    return out
 
 
 def _imports(path: Path, stage: str) -> set[str]:
-    """The hitchhiker modules a file imports when ``stage`` runs it ("from hitchhiker.x
-    import y" names x and x.y)."""
+    """The hitchhiker modules a file imports when ``stage`` runs it: all but those in the
+    bodies of methods that CALLED_BY names for other stages."""
     out = set()
-    for node in _nodes(_tree(path), stage):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names if a.name.startswith("hitchhiker.")}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("hitchhiker"):
-            out.add(node.module)
-            out |= {f"{node.module}.{a.name}" for a in node.names}
+    for methods, modules in _imports_by_method(path).items():
+        if all(stage in CALLED_BY[m] for m in methods):
+            out |= modules
     return {m for m in out if m != "hitchhiker" and _path(m) is not None}
 
 
