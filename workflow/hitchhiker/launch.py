@@ -60,8 +60,8 @@ def cuda_available() -> bool:
     spec = importlib.util.spec_from_file_location("_torch_build", Path(origin).parent / "version.py")
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)  # a dozen assignments; importing torch.version would import torch
-    if not (build.cuda or build.hip):
-        return False
+    if getattr(build, "cuda", "?") is None and getattr(build, "hip", "?") is None:
+        return False  # built for the CPU only; a version file that says otherwise, or nothing, asks torch
     import torch
 
     return torch.cuda.is_available()
