@@ -56,41 +56,43 @@ def pack(input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_len: 
     """One packed row per group of rows sharing a prompt (see the module docstring).
 
     ``input_ids`` and ``attention_mask`` are TRL's ``cat(prompt, completion)``, prompts left-
-    padded, completions right-padded to ``completion_len``.
+    padded, completions right-padded to ``completion_len``. Whole-tensor operations, no loop
+    over rows: on CUDA each small copy of a loop is a kernel launch, on a CPU a dispatch.
     """
     n, width = input_ids.shape
     t, p_w = completion_len, width - completion_len
     dev = input_ids.device
     prompt, pmask = input_ids[:, :p_w], attention_mask[:, :p_w]
     comp, cmask = input_ids[:, p_w:], attention_mask[:, p_w:].bool()
-    members = groups(prompt, pmask)
-    p_len = pmask.sum(1)
-    lengths = [int(p_len[m[0]]) - 1 + len(m) * t for m in members]
+    group_of, order, size = _group_of(prompt, pmask)
+    first = torch.cumsum(size, 0) - size  # where each group starts in ``order``
+    member = torch.empty(n, dtype=torch.long, device=dev)  # b: a row's place in its group
+    member[order] = torch.arange(n, device=dev) - first[group_of[order]]
+    lead = order[first]  # each group's first row, whose prompt the group shares
+    prefix = pmask.sum(1)[lead] - 1  # the shared prefix: the prompt less its last token
     multiple = PAD_TO.get(dev.type, 1)
-    g, width_out = len(members), -(-max(lengths) // multiple) * multiple
+    g, width_out = len(size), -(-int((prefix + size * t).max()) // multiple) * multiple
 
-    ids = torch.zeros((g, width_out), dtype=input_ids.dtype, device=dev)  # padding: never attended to nor scored
-    pos = torch.zeros((g, width_out), dtype=torch.long, device=dev)
+    # Group k's prefix: its column j < prefix[k] holds prompt column p_w - 1 - prefix[k] + j,
+    # which is also the position the token has in TRL's unshared row.
+    cols = torch.arange(width_out, device=dev)
+    in_prefix = cols < prefix[:, None]  # (g, W)
+    src = (p_w - 1 - prefix[:, None] + cols).clamp(0, p_w - 1)
+    ids = torch.where(in_prefix, prompt[lead].gather(1, src), 0)  # padding: never attended to nor scored
+    pos = torch.where(in_prefix, src, 0)
     labels = torch.full((g, width_out), IGNORE, dtype=input_ids.dtype, device=dev)
-    valid = torch.zeros((g, width_out), dtype=torch.bool, device=dev)  # a key anyone may attend to
-    segment = torch.full((g, width_out), -1, dtype=torch.long, device=dev)  # 0 prefix, b block b, -1 padding
-    index = torch.empty((n, t), dtype=torch.long, device=dev)
-    for k, rows in enumerate(members):
-        p = int(p_len[rows[0]])
-        ids[k, : p - 1] = prompt[rows[0], p_w - p : p_w - 1]
-        pos[k, : p - 1] = torch.arange(p_w - p, p_w - 1, device=dev)
-        valid[k, : p - 1] = True
-        segment[k, : p - 1] = 0
-        for b, r in enumerate(rows.tolist()):
-            s = p - 1 + b * t
-            ids[k, s] = prompt[r, p_w - 1]
-            ids[k, s + 1 : s + t] = comp[r, : t - 1]
-            pos[k, s : s + t] = torch.arange(p_w - 1, p_w - 1 + t, device=dev)
-            labels[k, s : s + t] = comp[r].masked_fill(~cmask[r], IGNORE)
-            valid[k, s] = True
-            valid[k, s + 1 : s + t] = cmask[r, : t - 1]
-            segment[k, s : s + t] = b + 1
-            index[r] = k * width_out + torch.arange(s, s + t, device=dev)
+    valid = in_prefix.clone()  # a key anyone may attend to
+    segment = torch.where(in_prefix, 0, -1)  # 0 prefix, b block b, -1 padding
+
+    # Row r's block: t positions from prefix + b * t of its group's row, the prompt's last
+    # token then the completion's first t - 1, predicting the completion.
+    index = (group_of * width_out + prefix[group_of] + member * t)[:, None] + torch.arange(t, device=dev)
+    flat = index.reshape(-1)
+    ids.view(-1)[flat] = torch.cat([prompt[:, -1:], comp[:, : t - 1]], 1).reshape(-1)
+    pos.view(-1)[flat] = torch.arange(p_w - 1, p_w - 1 + t, device=dev).repeat(n)
+    labels.view(-1)[flat] = comp.masked_fill(~cmask, IGNORE).reshape(-1)
+    valid.view(-1)[flat] = torch.cat([torch.ones_like(cmask[:, :1]), cmask[:, : t - 1]], 1).reshape(-1)
+    segment.view(-1)[flat] = (member + 1).repeat_interleave(t)
     q, kk = segment[:, :, None], segment[:, None, :]
     causal = torch.ones((width_out, width_out), dtype=torch.bool, device=dev).tril()
     mask = causal & valid[:, None, :] & ((kk == 0) | (kk == q))
@@ -103,10 +105,17 @@ def additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
 
 
+def _group_of(prompt: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each row's group (rows with the same prompt tokens), the rows ordered by group
+    (ascending within each), and each group's size."""
+    _, group_of = torch.unique(prompt.masked_fill(prompt_mask == 0, -1), dim=0, return_inverse=True)
+    return group_of, torch.argsort(group_of, stable=True), torch.bincount(group_of)
+
+
 def groups(prompt: torch.Tensor, prompt_mask: torch.Tensor) -> list[torch.Tensor]:
     """Row indices of each set of rows with the same prompt tokens."""
-    _, group_of = torch.unique(prompt.masked_fill(prompt_mask == 0, -1), dim=0, return_inverse=True)
-    return [torch.nonzero(group_of == g).flatten() for g in range(int(group_of.max()) + 1)]
+    _, order, size = _group_of(prompt, prompt_mask)
+    return list(torch.split(order, size.tolist()))
 
 
 def groups_in_chunks(
