@@ -3,6 +3,7 @@ traceback, and nothing written."""
 
 import shutil
 
+import duckdb
 import pandas as pd
 import pytest
 import yaml
@@ -179,6 +180,10 @@ def _score(config: str) -> list[str]:
     return ["score", "--config", config, "--round", "1", *inputs, "--out", "O"]
 
 
+def _grpo_train(buffer: str) -> list[str]:
+    return ["grpo_train", "--config", "C", "--round", "1", "--buffer", buffer, "--policy", "P", "--out", "O"]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -189,10 +194,10 @@ def _score(config: str) -> list[str]:
         (_rollout("--policy", "nopolicy"), "nopolicy: no policy.json"),
         (_score("C"), "lacks column(s) round"),  # the states file given as the rollouts
         (_score("BADRUN"), 'config key run = "no spaces": '),  # found once score has begun writing the buffer
-        (
-            ["grpo_train", "--config", "C", "--round", "1", "--buffer", "none.duckdb", "--policy", "P", "--out", "O"],
-            "replay buffer none.duckdb does not exist",
-        ),
+        (_grpo_train("none.duckdb"), "replay buffer none.duckdb does not exist"),
+        (_grpo_train("S"), "states.parquet: DuckDB cannot open it"),  # another artifact as the buffer
+        (_grpo_train("D"), "replay buffer D lacks table(s) states, outcomes, prompts, rollouts, scores"),
+        ([*_score("C"), "--previous", "D"], "previous replay buffer D lacks table(s) states, outcomes"),
         (["fetch_prices", "--config", "missing.yaml", "--out", "O"], "config file missing.yaml does not exist"),
         (["fetch_prices", "--config", "{not json", "--out", "O"], "--config: not valid JSON"),
         (["fetch_prices", "--config", "LIST", "--out", "O"], "is not a mapping"),
@@ -203,6 +208,8 @@ def test_bad_cli_arguments(args, message, tmp_path, base_run, monkeypatch):
     write_config(tmp_path / "C", tiny_config())
     (tmp_path / "LIST").write_text(yaml.safe_dump([1, 2]))
     write_config(tmp_path / "BADRUN", tiny_config(run="no spaces"))
+    with duckdb.connect(str(tmp_path / "D")) as con:  # a DuckDB file, not a replay buffer
+        con.execute("CREATE TABLE prices AS SELECT 1 AS close")
     subs = {"S": base_run / "states.parquet", "P": base_run / "policy" / "round_0", "O": tmp_path / "O"}
     proc = stage(*[subs.get(a, a) for a in args], check=False)
     _assert_one_line_error(proc, message)

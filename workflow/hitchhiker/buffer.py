@@ -75,8 +75,9 @@ def write(out: str | Path, previous: str | Path | None, run: str, round_: int) -
     """The buffer of round ``round_``: ``previous`` (round r-1's, or None) with the rows the
     block inserts (:meth:`Round.insert`), written atomically to ``out`` once the block ends
     and every insert is written. If the block raises, nothing is written."""
-    if previous and not Path(previous).is_file():
-        raise HitchhikerError(f"previous replay buffer {previous} does not exist")
+    if previous:
+        with _read(previous, "previous replay buffer"):  # refused here, not as the copy's DuckDB error
+            pass
     with atomic.path(out) as tmp:
         if previous:
             shutil.copyfile(previous, tmp)
@@ -117,9 +118,7 @@ def _insert(con, run: str, round_: int, tables: dict[str, pd.DataFrame | pa.Tabl
 def replay(buffer: str | Path, run: str, round_: int, rounds: int = 1) -> pd.DataFrame:
     """The samples of rounds round_ - rounds + 1 .. round_ with their rewards, one GRPO group
     per (round, state) named "round/state_id", ordered by group and sample index."""
-    if not Path(buffer).is_file():
-        raise HitchhikerError(f"replay buffer {buffer} does not exist")
-    with duckdb.connect(str(buffer), read_only=True) as con:
+    with _read(buffer) as con:
         return con.execute(
             """SELECT r.round || '/' || r.state_id AS "group", r.round, r.state_id, r.sample_idx, p.prompt_ids,
                       r.completion_ids, r.logprobs, r.model_mask, s.reward
@@ -133,9 +132,27 @@ def replay(buffer: str | Path, run: str, round_: int, rounds: int = 1) -> pd.Dat
 def outcomes(buffer: str | Path, run: str, state_ids) -> pd.DataFrame:
     """The stored outcomes of ``state_ids`` (the environment's columns)."""
     state_ids = state_ids.tolist() if hasattr(state_ids, "tolist") else list(state_ids)  # DuckDB takes no NumPy scalar
-    with duckdb.connect(str(buffer), read_only=True) as con:
+    with _read(buffer) as con:
         return con.execute(
             """SELECT o.* EXCLUDE (run) FROM outcomes o JOIN (SELECT unnest(?) AS state_id) USING (state_id)
                WHERE o.run = ? ORDER BY state_id""",
             [state_ids, run],
         ).df()
+
+
+@contextlib.contextmanager
+def _read(buffer: str | Path, what: str = "replay buffer") -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to ``buffer``; a file that is not a replay buffer (another
+    artifact, a DuckDB file without the buffer's tables) is refused in one line."""
+    if not Path(buffer).is_file():
+        raise HitchhikerError(f"{what} {buffer} does not exist")
+    try:
+        con = duckdb.connect(str(buffer), read_only=True)
+    except duckdb.Error as err:
+        raise HitchhikerError(f"{what} {buffer}: DuckDB cannot open it ({err}): is it the right artifact?") from None
+    with con:
+        tables = {name for (name,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        missing = [name for name in KEYS if name not in tables]
+        if missing:
+            raise HitchhikerError(f"{what} {buffer} lacks table(s) {', '.join(missing)}: is it the right artifact?")
+        yield con
