@@ -1,6 +1,7 @@
 """The bad-input matrix: every case exits non-zero with one line naming the culprit, no
 traceback, and nothing written."""
 
+import json
 import shutil
 
 import duckdb
@@ -242,6 +243,45 @@ def test_score_names_the_input_that_lacks_a_rollouts_state(lacking, tmp_path, ba
     what = {"states": "no state", "outcomes": "no outcome", "prompts": "no prompt ids"}[lacking]
     _assert_one_line_error(proc, f"state {ids[1]} has {what} in {tmp_path / lacking}.parquet")
     assert not (tmp_path / "b.duckdb").exists()
+
+
+@pytest.mark.parametrize(
+    "predictions, metrics, message",
+    [
+        (["p0"], ["m0", "m1"], "--predictions hold rounds 0, --metrics rounds 0, 1: give both for the same rounds"),
+        (["p0", "p1"], ["m0"], "--predictions hold rounds 0, 1, --metrics rounds 0"),
+        (["p0", "p0 copy"], ["m0"], "--predictions: round 0 in both p0 and p0 copy"),  # would count it twice
+        (["p0"], ["m0", "m0"], "--metrics: round 0 in both m0 and m0"),
+        (["p1"], ["m1"], "needs the base policy's (round 0) metrics"),
+        (["p0"], ["p0"], "input file p0 is not readable JSON"),  # the kinds swapped
+        (["p0"], ["audit.json"], "input file audit.json lacks key(s) round, greedy, sampled"),
+        (["p0 elsewhere"], ["m0"], "has no state elsewhere of the predictions: is it this run's?"),
+    ],
+)
+def test_summarize_takes_each_rounds_predictions_and_metrics_once(
+    predictions, metrics, message, tmp_path, base_run, monkeypatch
+):
+    """Files a hand-run summarize can be given wrongly: refused before anything is written,
+    never summarized with a round missing or counted twice."""
+    monkeypatch.chdir(tmp_path)
+    first = pd.read_parquet(base_run / "states.parquet").iloc[0]
+    for r in (0, 1):
+        for name, state in ((f"p{r}", first.state_id), (f"p{r} copy", first.state_id),
+                            (f"p{r} elsewhere", "elsewhere")):  # fmt: skip
+            row = {"round": r, "mode": "greedy", "state_id": state, "date": first.date, "reward": 0.0}
+            pd.DataFrame([row]).to_parquet(tmp_path / name)
+        (tmp_path / f"m{r}").write_text(json.dumps({"round": r, "greedy": {}, "sampled": {}}))
+    (tmp_path / "audit.json").write_text(json.dumps({"train_to_test": {}}))
+    out = tmp_path / "out"
+    proc = stage(
+        "summarize", "--config", write_config(tmp_path / "c.yaml", tiny_config()),
+        "--states", base_run / "states.parquet", "--outcomes", base_run / "outcomes.parquet",
+        "--predictions", *predictions, "--metrics", *metrics, "--out-json", out / "metrics.json",
+        "--out-plot", out / "curve.png", "--out-env-plots", out / "equity_curves.png", out / "calibration.png",
+        "--out-invalid", out / "invalid.png", "--out-headline", out / "headline.csv", check=False,
+    )  # fmt: skip
+    _assert_one_line_error(proc, message)
+    assert not out.exists()
 
 
 def _assert_one_line_error(proc, message):

@@ -61,6 +61,23 @@ def read_parquet(path: str | Path, columns: list[str] | None = None) -> pd.DataF
     return read_table(path, columns).to_pandas()
 
 
+def read_json(path: str | Path, keys: list[str]) -> dict:
+    """Read a JSON artifact (an object holding ``keys``); any problem is a one-line error naming it."""
+    from hitchhiker.cli import HitchhikerError
+
+    path = Path(path)
+    if not path.is_file():
+        raise HitchhikerError(f"input file {path} does not exist")
+    try:
+        obj = json.loads(path.read_bytes())
+    except ValueError as err:  # not JSON, or not text at all (UnicodeDecodeError)
+        raise HitchhikerError(f"input file {path} is not readable JSON ({err})") from None
+    missing = [k for k in keys if not isinstance(obj, dict) or k not in obj]
+    if missing:
+        raise HitchhikerError(f"input file {path} lacks key(s) {', '.join(missing)}: is it the right artifact?")
+    return obj
+
+
 def write_parquet(df: pd.DataFrame | pa.Table, path: str | Path) -> None:
     table = df if isinstance(df, pa.Table) else pa.Table.from_pandas(df, preserve_index=False)
     # no pandas metadata: every reader gets plain NumPy-backed columns, whatever dtypes wrote them

@@ -32,7 +32,6 @@ Usage:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
@@ -173,6 +172,33 @@ def plot_invalid(rounds: list[dict], path) -> None:
     save(fig, path)
 
 
+def _read_rounds(metrics: list[str], predictions: list[str]) -> tuple[list[dict], pd.DataFrame]:
+    """Every round's metrics (sorted by round) and predictions (one table): each round given
+    once in each, the same rounds in both, round 0 among them; else a one-line error."""
+    rounds, where = [], {}
+    for path in metrics:
+        m = artifacts.read_json(path, ["round", *MODES])
+        if m["round"] in where:
+            raise cli.HitchhikerError(f"--metrics: round {m['round']} in both {where[m['round']]} and {path}")
+        where[m["round"]] = path
+        rounds.append(m)
+    if 0 not in where:
+        raise cli.HitchhikerError("summarize needs the base policy's (round 0) metrics")
+    frames, seen = [], {}
+    for path in predictions:
+        frames.append(artifacts.read_parquet(path, artifacts.PREDICTIONS))
+        for r in frames[-1]["round"].unique().tolist():
+            if r in seen:
+                raise cli.HitchhikerError(f"--predictions: round {r} in both {seen[r]} and {path}")
+            seen[r] = path
+    if sorted(seen) != sorted(where):
+        raise cli.HitchhikerError(
+            f"--predictions hold rounds {', '.join(map(str, sorted(seen)))}, --metrics rounds "
+            f"{', '.join(map(str, sorted(where)))}: give both for the same rounds"
+        )
+    return sorted(rounds, key=lambda m: m["round"]), pd.concat(frames, ignore_index=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = cli.parser(__doc__)
     cli.add_config_arg(p)
@@ -195,13 +221,14 @@ def main(argv: list[str] | None = None) -> None:
             f"not {', '.join(sorted(wanted)) or 'none'}"
         )
     h, stride, seed = cfg["states"]["horizon"], cfg["states"]["stride"], cfg["seed"]
-    rounds = sorted((json.loads(Path(m).read_text()) for m in args.metrics), key=lambda m: m["round"])
-    if rounds[0]["round"] != 0:
-        raise cli.HitchhikerError("summarize needs the base policy's (round 0) metrics")
-    preds = pd.concat([artifacts.read_parquet(f, artifacts.PREDICTIONS) for f in args.predictions], ignore_index=True)
+    rounds, preds = _read_rounds(args.metrics, args.predictions)
     states = artifacts.read_parquet(args.states, artifacts.STATES).set_index("state_id")
-    evaluated = states.loc[sorted(preds.state_id.unique())].reset_index()
     outcomes = artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES)
+    for table, path in ((states.index, args.states), (outcomes["state_id"], args.outcomes)):
+        unknown = set(preds["state_id"]) - set(table)
+        if unknown:
+            raise cli.HitchhikerError(f"{path} has no state {min(unknown)} of the predictions: is it this run's?")
+    evaluated = states.loc[sorted(preds.state_id.unique())].reset_index()
     base_rows = env.baselines(evaluated, outcomes, cfg["reward"])
     outcome_dates = outcomes.set_index("state_id").outcome_date[evaluated.state_id]
     per_year = frequency.per_year(frequency.of_outcomes(evaluated.date, outcome_dates, h))
