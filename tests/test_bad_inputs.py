@@ -185,6 +185,12 @@ def _grpo_train(buffer: str) -> list[str]:
     return ["grpo_train", "--config", "C", "--round", "1", "--buffer", buffer, "--policy", "P", "--out", "O"]
 
 
+def _evaluate(round_: str) -> list[str]:
+    """An evaluate command line for the base policy (P) under --round round_."""
+    inputs = ["--states", "S", "--outcomes", "S", "--predictions", "O", "--metrics", "O"]
+    return ["evaluate", "--config", "C", "--round", round_, "--policy", "P", *inputs]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -199,6 +205,7 @@ def _grpo_train(buffer: str) -> list[str]:
         (_grpo_train("S"), "states.parquet: DuckDB cannot open it"),  # another artifact as the buffer
         (_grpo_train("D"), "replay buffer D lacks table(s) states, outcomes, prompts, rollouts, scores"),
         ([*_score("C"), "--previous", "D"], "previous replay buffer D lacks table(s) states, outcomes"),
+        (_evaluate("1"), "round_0 is round 0's policy, not --round 1's"),  # summarize would call it round 1's
         (["fetch_prices", "--config", "missing.yaml", "--out", "O"], "config file missing.yaml does not exist"),
         (["fetch_prices", "--config", "{not json", "--out", "O"], "--config: not valid JSON"),
         (["fetch_prices", "--config", "LIST", "--out", "O"], "is not a mapping"),

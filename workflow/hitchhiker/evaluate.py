@@ -33,10 +33,12 @@ Usage:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
-from hitchhiker import artifacts, cli, config, environments, frequency, rollout
+from hitchhiker import artifacts, cli, config, environments, frequency, policy, rollout
 from hitchhiker.metrics import block_bootstrap_ci, block_length, decision_stats
 
 SECTIONS = ["run", "seed", "environment", "states", "model", "rollout", "reward", "evaluate"]
@@ -81,6 +83,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--metrics", required=True, help="JSON to write")
     args = p.parse_args(argv)
     cfg = config.load(args.config, set(SECTIONS))
+    # summarize pairs each round with round 0 by the round recorded here: a policy evaluated
+    # under another round's number would be reported as that round's
+    trained = policy.read_spec(Path(args.policy)).get("round")
+    if trained is not None and trained != args.round:
+        raise cli.HitchhikerError(f"--policy {args.policy} is round {trained}'s policy, not --round {args.round}'s")
     ev, seed = cfg["evaluate"], cfg["seed"]
     states = held_out_states(artifacts.read_parquet(args.states, artifacts.STATES), ev["split"], ev["max_states"], seed)
     if states.empty:
