@@ -1,5 +1,6 @@
 """Evaluation statistics on hand-built cases with known answers."""
 
+import json
 import math
 
 import numpy as np
@@ -8,9 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import stage, tiny_config, write_config
 from hitchhiker.environments import baselines, hallucination, prompts
 from hitchhiker.metrics import (
     block_bootstrap_ci,
+    block_bootstrap_median_ci,
     brier,
     calibration,
     decision_stats,
@@ -74,6 +77,21 @@ def test_decisions_on_one_date_are_resampled_together():
     dates = pd.to_datetime(["2020-01-02"] * 3 + ["2020-01-09"] * 3)
     mean, lo, hi = block_bootstrap_ci([1, 1, 1, 0, 0, 0], dates, block=1)
     assert mean == 0.5 and lo == 0.0 and hi == 1.0  # two dates: every resample is 0, 0.5 or 1
+
+
+@pytest.mark.parametrize("n_dates, block", [(1, 1), (3, 3), (3, 5)])
+def test_no_interval_from_one_block_of_dates_or_less(n_dates, block):
+    """Every resample of one block is the series rotated: the same mean, the same median, the
+    same Sharpe ratio, so the interval would have zero width. There is none instead."""
+    dates = pd.date_range("2020-01-02", periods=n_dates).repeat(2)
+    x = np.arange(2 * n_dates, dtype=float) - 1.5
+    mean, lo, hi = block_bootstrap_ci(x, dates, block=block)
+    assert mean == pytest.approx(x.mean()) and math.isnan(lo) and math.isnan(hi)
+    assert all(math.isnan(v) for v in block_bootstrap_median_ci(x, dates, block=block))
+    assert all(math.isnan(v) for v in series_bootstrap_ci(x[::2], block, lambda r: sharpe(r, 1)))
+    more = pd.date_range("2020-01-02", periods=block + 1)  # one date more than a block: an interval
+    _, lo, hi = block_bootstrap_ci(np.arange(block + 1.0), more, block=block)
+    assert lo < hi
 
 
 def test_decision_stats_fields():
@@ -340,3 +358,22 @@ def test_hallucination_reads_the_data_frequency_for_lookbacks():
     assert hallucination.check("A, up over the last 6 months", prompt, ["AAPL", "MSFT"]).day == 0
     assert hallucination.check("A, up over the last 100 days", prompt, ["AAPL", "MSFT"]).day == 0  # < 6 x 21
     assert hallucination.check("A, up over the past 2 years", prompt, ["AAPL", "MSFT"]).day == 1
+
+
+def test_one_evaluated_date_is_reported_without_an_interval(tmp_path, base_run):
+    """evaluate.max_states: 1 through evaluate and summarize, as the DAG runs them: the means
+    are there, their intervals are null in the JSON and "[too few dates]" in the table."""
+    cfg = write_config(tmp_path / "c.yaml", tiny_config(evaluate={"max_states": 1, "samples_per_state": 2}))
+    data = ["--states", base_run / "states.parquet", "--outcomes", base_run / "outcomes.parquet"]
+    stage("evaluate", "--config", cfg, "--round", "0", *data, "--policy", base_run / "policy" / "round_0",
+          "--predictions", tmp_path / "p0.parquet", "--metrics", tmp_path / "m0.json")  # fmt: skip
+    greedy = json.loads((tmp_path / "m0.json").read_text())["greedy"]
+    assert greedy["n"] == 1 and greedy["mean_reward"]["mean"] is not None
+    assert greedy["mean_reward"]["ci95"] == greedy["valid_rate"]["ci95"] == [None, None]
+    out = tmp_path / "out"
+    proc = stage("summarize", "--config", cfg, *data, "--predictions", tmp_path / "p0.parquet",
+                 "--metrics", tmp_path / "m0.json", "--out-json", out / "metrics.json", "--out-plot", out / "c.png",
+                 "--out-env-plots", out / "equity_curves.png", out / "calibration.png", "--out-invalid", out / "i.png",
+                 "--out-headline", out / "headline.csv")  # fmt: skip
+    table = (out / "headline.csv").read_text()
+    assert table.count("[too few dates]") == 6 and "[too few dates]" in proc.stdout, table

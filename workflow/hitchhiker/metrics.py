@@ -4,6 +4,9 @@ drawdown, rank information coefficient, Brier score and calibration.
 Decisions on the same date share a market, and with a stride shorter than the horizon
 their outcomes overlap in time, so uncertainty is estimated by a circular block bootstrap
 over decision dates with blocks of ceil(horizon / stride) consecutive dates.
+With no more dates than one block, every resample is the series itself, rotated: such a
+zero-width interval would claim a certainty that one block cannot give, so there is none
+(NaN; null in the JSON, "[too few dates]" in the tables).
 
 The portfolio the decisions induce: on each decision date, capital is split equally over
 that date's decisions and held for the horizon; an invalid answer's share stays in cash.
@@ -41,6 +44,11 @@ def block_length(horizon: int, stride: int) -> int:
     return max(1, math.ceil(horizon / stride))
 
 
+def too_few_dates(m: int, block: int) -> bool:
+    """Whether m dates are too few for an interval: one block or less (see above)."""
+    return m <= block
+
+
 def block_resamples(m: int, block: int, seed: int, n: int) -> np.ndarray:
     """(n, m) positions of n circular block-bootstrap resamples of a length-m series."""
     block = min(block, m)
@@ -56,10 +64,13 @@ def block_bootstrap_ci(values, dates, block: int, seed: int = 0, n: int = BOOTST
     by_date = frame.groupby("d")["v"].agg(["sum", "count"]).sort_index()
     sums, counts = by_date["sum"].to_numpy(), by_date["count"].to_numpy()
     m = len(sums)
+    mean = float(sums.sum() / counts.sum())
+    if too_few_dates(m, block):
+        return (mean, math.nan, math.nan)
     idx = block_resamples(m, block, seed, n)
     means = sums[idx].sum(1) / counts[idx].sum(1)
     lo, hi = np.percentile(means, [2.5, 97.5])
-    return float(sums.sum() / counts.sum()), float(lo), float(hi)
+    return mean, float(lo), float(hi)
 
 
 def block_bootstrap_median_ci(values, dates, block: int, seed: int = 0, n: int = 500) -> tuple[float, float]:
@@ -69,6 +80,8 @@ def block_bootstrap_median_ci(values, dates, block: int, seed: int = 0, n: int =
         return (math.nan, math.nan)
     groups = [g.to_numpy() for _, g in frame.groupby("d")["v"]]
     m = len(groups)
+    if too_few_dates(m, block):
+        return (math.nan, math.nan)
     idx = block_resamples(m, block, seed, n)
     medians = [np.median(np.concatenate([groups[j] for j in row])) for row in idx]
     lo, hi = np.percentile(medians, [2.5, 97.5])
@@ -138,9 +151,9 @@ def decision_stats(
 def series_bootstrap_ci(values, block: int, fn, seed: int = 0, n: int = BOOTSTRAP) -> tuple[float, float]:
     """95% percentile interval of ``fn`` over circular block resamples of a time series."""
     v = np.asarray(values, dtype=float)
-    m = len(v)
-    if m < 2:
+    if too_few_dates(len(v), block):
         return (math.nan, math.nan)
+    m = len(v)
     idx = block_resamples(m, block, seed, n)
     stats = np.array([fn(v[i]) for i in idx])
     stats = stats[np.isfinite(stats)]

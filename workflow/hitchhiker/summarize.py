@@ -86,6 +86,8 @@ def _cell(stat: dict | None, spec: str) -> str:
     if not stat or stat.get("mean") is None or pd.isna(stat["mean"]):
         return ""
     lo, hi = stat["ci95"]
+    if lo is None or pd.isna(lo):  # metrics.too_few_dates
+        return f"{stat['mean']:{spec}} [too few dates]"
     return f"{stat['mean']:{spec}} [{lo:{spec}}, {hi:{spec}}]"
 
 
