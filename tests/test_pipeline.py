@@ -249,6 +249,24 @@ def test_policies_and_evaluation(pipeline):
         assert paired["accuracy"]["mean"] == pytest.approx((p2.loc[p0.index][both] - p0[both]).mean())
 
 
+def test_the_report_bundles_the_plots_and_the_headline_with_their_captions(pipeline, tmp_path):
+    """`snakemake --report report.html`, as "Reading the results" says, on the finished run."""
+    d, _ = pipeline
+    snakemake(d, "--report", tmp_path / "report.html")
+    words = " ".join((tmp_path / "report.html").read_text().replace("\\n", " ").split())  # captions JSON-escaped
+    for item in ("learning_curve.png", "headline.csv", "invalid_answers.png", "equity_curves.png", "calibration.png"):
+        caption = (ROOT / "workflow" / "report" / f"{item.split('.')[0]}.rst").read_text()
+        assert item in words and " ".join(caption.split()[:8]) in words, item
+    # an environment's figure with no caption written yet (a new environment's): shown without one
+    caption = SNAKEFILE.parent / "workflow" / "report" / "calibration.rst"
+    caption.rename(tmp_path / "calibration.rst")
+    try:
+        snakemake(d, "--report", tmp_path / "uncaptioned.html")
+    finally:
+        (tmp_path / "calibration.rst").rename(caption)
+    assert "calibration.png" in (tmp_path / "uncaptioned.html").read_text()
+
+
 def test_nothing_left_to_do_and_a_rollout_change_reruns_only_what_follows(pipeline):
     d, _ = pipeline
     assert "Nothing to be done" in snakemake(d, "-n").stdout

@@ -64,11 +64,20 @@ print(
 )
 ROUNDS = list(range(1, config["rounds"] + 1))
 _env = environments.get(config["environment"])
-# the data step's table, and the figures the environment draws (summarize), each with
-# workflow/report/<name>.rst
+# the data step's table, and the figures the environment draws (summarize), each with its
+# caption workflow/report/<name>.rst where there is one (a new environment's figure has none
+# until someone writes it: `snakemake --report` shows it uncaptioned, and does not fail)
 DATA = f"{RESULTS}/{_env.data_name}.parquet"
 STATE_FILES = _env.state_files(config)  # what else build_states and the audit read
 ENV_PLOTS = _env.plots
+ENV_CAPTIONS = {
+    name: (
+        f"../report/{name}.rst"
+        if Path(workflow.basedir, "workflow", "report", f"{name}.rst").is_file()
+        else None
+    )
+    for name in ENV_PLOTS
+}
 
 
 wildcard_constraints:

@@ -54,7 +54,7 @@ rule summarize:
         env_plots=[
             report(
                 f"{RESULTS}/{name}.png",
-                caption=f"../report/{name}.rst",
+                caption=ENV_CAPTIONS[name],
                 category="Evaluation",
             )
             for name in ENV_PLOTS
