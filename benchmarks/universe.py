@@ -62,3 +62,16 @@ def timed(cmd: list[str]) -> tuple[float, float]:
     if status != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{out}")
     return wall, usage.ru_maxrss / 1024**2
+
+
+def print_marginal(rows: list[tuple[int, float]], unit: str, per: float = 1.0, fixed: str | None = None) -> None:
+    """From (size, wall s) rows: the marginal rate between the smallest and largest size and,
+    with ``fixed`` (what the fixed cost is), the fixed cost by extrapolation to size 0; with one
+    size there is no slope, so it says so."""
+    (n0, w0), (n1, w1) = min(rows), max(rows)
+    if n1 == n0 or w1 == w0:
+        print("marginal rate: needs two sizes (give more than one)")
+        return
+    print(f"marginal rate between the smallest and largest size: {per * (n1 - n0) / (w1 - w0):,.0f} {unit}")
+    if fixed:
+        print(f"fixed cost ({fixed}) by extrapolation to size 0: {w0 - n0 * (w1 - w0) / (n1 - n0):.2f} s")
