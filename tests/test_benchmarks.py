@@ -26,3 +26,11 @@ def test_every_benchmark_answers_help():
 def test_a_benchmark_runs_at_its_smallest(args, last):
     out = run(ROOT / "benchmarks" / args[0], *args[1:]).stdout
     assert out.strip().splitlines()[-1].startswith(last), out
+
+
+def test_train_refuses_completions_that_leave_no_step_to_time():
+    # one step of 16, the first left out as warm-up: ten minutes of stages, then nan everywhere
+    proc = run(ROOT / "benchmarks" / "train", "--completions", "16", check=False)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
+        "--completions 16: give a multiple of 8 of at least 32 (two steps)"
+    ), proc.stderr
