@@ -49,6 +49,16 @@ def too_few_dates(m: int, block: int) -> bool:
     return m <= block
 
 
+def interval_text(stat: dict | None, spec: str) -> str:
+    """A mean and its 95% interval as text, "0.63 [0.55, 0.71]", each number formatted by
+    ``spec``; "0.63 [too few dates]" where the interval is null; "" where there is no mean."""
+    if not stat or stat.get("mean") is None or pd.isna(stat["mean"]):
+        return ""
+    lo, hi = stat["ci95"]
+    interval = "[too few dates]" if lo is None or pd.isna(lo) else f"[{lo:{spec}}, {hi:{spec}}]"
+    return f"{stat['mean']:{spec}} {interval}"
+
+
 def block_resamples(m: int, block: int, seed: int, n: int) -> np.ndarray:
     """(n, m) positions of n circular block-bootstrap resamples of a length-m series."""
     block = min(block, m)

@@ -46,6 +46,7 @@ from hitchhiker.metrics import (
     block_bootstrap_ci,
     block_length,
     decision_stats,
+    interval_text,
     paired_difference,
 )
 
@@ -81,16 +82,6 @@ def paired_rates(preds: pd.DataFrame, env, round_: int, h: int, stride: int, see
     return out
 
 
-def _cell(stat: dict | None, spec: str) -> str:
-    """A mean and its 95% interval as one cell: "0.63 [0.55, 0.71]"; blank where there is none."""
-    if not stat or stat.get("mean") is None or pd.isna(stat["mean"]):
-        return ""
-    lo, hi = stat["ci95"]
-    if lo is None or pd.isna(lo):  # metrics.too_few_dates
-        return f"{stat['mean']:{spec}} [too few dates]"
-    return f"{stat['mean']:{spec}} [{lo:{spec}}, {hi:{spec}}]"
-
-
 def headline(summary: dict, unit: str = "$") -> pd.DataFrame:
     """The run's headline table: per round and mode, the valid rate, accuracy (where the
     environment scores one), mean reward and unsupported claims per answer, each with its
@@ -106,11 +97,11 @@ def headline(summary: dict, unit: str = "$") -> pd.DataFrame:
                 {
                     "round": m["round"],
                     "mode": mode,
-                    "valid": _cell(s.get("valid_rate"), ".0%"),
-                    "accuracy": _cell(s.get("accuracy"), ".2f"),
-                    f"mean reward {unit}".strip(): _cell(s.get("mean_reward"), "+.4f"),
-                    "claims per answer": _cell(s.get("hallucination", {}).get("unsupported_per_answer"), ".2f"),
-                    f"reward - base {unit}".strip(): _cell(
+                    "valid": interval_text(s.get("valid_rate"), ".0%"),
+                    "accuracy": interval_text(s.get("accuracy"), ".2f"),
+                    f"mean reward {unit}".strip(): interval_text(s.get("mean_reward"), "+.4f"),
+                    "claims per answer": interval_text(s.get("hallucination", {}).get("unsupported_per_answer"), ".2f"),
+                    f"reward - base {unit}".strip(): interval_text(
                         summary["reward_minus_base"].get(f"round_{m['round']}", {}).get(mode), "+.4f"
                     ),
                 }
