@@ -1,6 +1,6 @@
-"""The benchmark scripts run: each answers --help (its imports resolve), and the two whose
-figures issue 21's targets name run at their smallest, one size each (with one size,
-benchmarks/score, states and audit ended in ZeroDivisionError after measuring)."""
+"""The benchmark scripts run: each answers --help (its imports resolve), and two run at their
+smallest: score at one size (with one size, benchmarks/score, states and audit ended in
+ZeroDivisionError after measuring) and states at two (the marginal rate and fixed cost)."""
 
 import pytest
 
