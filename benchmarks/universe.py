@@ -66,11 +66,15 @@ def timed(cmd: list[str]) -> tuple[float, float]:
 
 def print_marginal(rows: list[tuple[int, float]], unit: str, per: float = 1.0, fixed: str | None = None) -> None:
     """From (size, wall s) rows: the marginal rate between the smallest and largest size and,
-    with ``fixed`` (what the fixed cost is), the fixed cost by extrapolation to size 0; with one
-    size there is no slope, so it says so."""
+    with ``fixed`` (what the fixed cost is), the fixed cost by extrapolation to size 0. With one
+    size, or when the largest took no longer than the smallest (noise beyond the work), there
+    is no slope, and it says which."""
     (n0, w0), (n1, w1) = min(rows), max(rows)
-    if n1 == n0 or w1 == w0:
+    if n1 == n0:
         print("marginal rate: needs two sizes (give more than one)")
+        return
+    if w1 <= w0:
+        print(f"marginal rate: none measurable ({n1:,} took {w1:.2f} s, {n0:,} took {w0:.2f} s: noise beyond the work)")
         return
     print(f"marginal rate between the smallest and largest size: {per * (n1 - n0) / (w1 - w0):,.0f} {unit}")
     if fixed:

@@ -1,6 +1,9 @@
 """The benchmark scripts run: each answers --help (its imports resolve), and two run at their
 smallest: score at one size (with one size, benchmarks/score, states and audit ended in
-ZeroDivisionError after measuring) and states at two (the marginal rate and fixed cost)."""
+ZeroDivisionError after measuring) and states at two (the marginal rate and fixed cost). The
+marginal rate refuses a slope it cannot measure."""
+
+import sys
 
 import pytest
 
@@ -34,3 +37,22 @@ def test_train_refuses_completions_that_leave_no_step_to_time():
     assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
         "--completions 16: give a multiple of 8 of at least 32 (two steps)"
     ), proc.stderr
+
+
+@pytest.mark.parametrize(
+    "rows, says",
+    [
+        ([(100, 2.0)], "marginal rate: needs two sizes"),
+        ([(100, 2.0), (200, 3.0)], "marginal rate between the smallest and largest size: 100 rows/s"),
+        ([(100, 2.0), (200, 2.0)], "marginal rate: none measurable (200 took 2.00 s, 100 took 2.00 s"),
+        ([(100, 2.5), (200, 2.0)], "marginal rate: none measurable"),
+    ],
+)
+def test_the_marginal_rate_needs_two_sizes_and_more_time_for_more_work(rows, says, capsys):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from universe import print_marginal
+
+    print_marginal(rows, "rows/s", fixed="start-up")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(says), out
+    assert len(out) == (2 if "between" in says else 1), out  # the fixed cost only beside a rate
