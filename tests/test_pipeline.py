@@ -71,6 +71,16 @@ def test_the_torch_stages_say_the_threads_snakemake_gave_them(pipeline):
         assert last.endswith(f", {threads} CPU thread(s)"), last
 
 
+def test_no_stage_log_warns_of_a_gpu_it_could_not_find(pipeline):
+    # DeepSpeed, where installed, warned in base_model's log ("Setting accelerator to CPU. If
+    # you have GPU or other accelerator, we were unable to detect it.") on every CPU run
+    _, res = pipeline
+    logs = sorted((res / "logs").glob("*.log"))
+    assert len(logs) > 10
+    for log in logs:
+        assert "unable to detect it" not in log.read_text(), log.name
+
+
 def test_the_console_is_quiet_and_ends_on_the_headline_table(pipeline):
     d, res = pipeline
     lines = (d / "console.txt").read_text().splitlines()

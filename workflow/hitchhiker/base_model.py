@@ -16,6 +16,7 @@ Usage:
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from hitchhiker import atomic, bundled_model, cli, config, environments, policy, preflight
@@ -34,6 +35,12 @@ def main(argv: list[str] | None = None) -> None:
     preflight.check_model(cfg["model"])
     cache = Path(cfg["data"]["cache_dir"])
     bundled = bundled_model.smollm2(cache) if name == bundled_model.NAME else None
+    import torch
+
+    if not torch.cuda.is_available():
+        # save_pretrained asks accelerate to unwrap the model, which imports DeepSpeed where it
+        # is installed, and DeepSpeed then warns that it found no GPU (launch.py does the same)
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
     with atomic.path(args.out, is_dir=True) as out:
         if name == "tiny":
             env = environments.get(cfg["environment"])
