@@ -7,7 +7,7 @@ import pytest
 from conftest import tiny_config
 from hitchhiker import config
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments import get, hallucination, prompts
+from hitchhiker.environments import get, hallucination, headlines, prompts
 from hitchhiker.environments import states as states_mod
 
 
@@ -353,6 +353,27 @@ def test_signal_errors_are_one_line_and_come_before_any_state(tmp_path):
     sequential["states"]["formats"] = ["pairwise"]
     with pytest.raises(HitchhikerError, match=r"data.signals: the sequential environment shows no signals"):
         config.validate(sequential)
+
+
+def test_a_headline_or_signal_stamped_with_a_time_of_day_is_refused(tmp_path):
+    # a headline at 20:15 came after that day's close: its date alone showed it to that day's
+    # decision, a day of look-ahead; without the exchange's close the time cannot be placed
+    news = tmp_path / "news.csv"
+    news.write_text("date,ticker,headline\n2016-03-04,AAPL,Earlier\n2016-03-04 20:15:00,AAPL,Results beat\n")
+    with pytest.raises(
+        HitchhikerError,
+        match=r"news file .*news.csv: 2016-03-04 20:15:00 in row 2 has a time of day; date each headline",
+    ):
+        headlines.read(str(news))
+    signal_file = tmp_path / "signals.csv"
+    pd.DataFrame({"date": ["2016-01-04T16:30Z"], "ticker": "AAPL", "rating": 1.0}).to_csv(signal_file, index=False)
+    with pytest.raises(
+        HitchhikerError, match=r"signal file .*: 2016-01-04T16:30Z in row 1 has a time of day; date each value"
+    ):
+        get("market").check_data(_prices(), _signal_cfg(signal_file, ["rating"]))
+    # midnight in any zone is a date: the day as written, as prices read it
+    news.write_text("date,ticker,headline\n2016-03-04 00:00:00+09:00,AAPL,Tokyo\n2016-03-14 00:00,AAPL,Pi day\n")
+    assert [f"{d:%Y-%m-%d}" for d in headlines.read(str(news)).date] == ["2016-03-04", "2016-03-14"]
 
 
 def test_the_synthetic_market_says_its_closes_are_simulated():

@@ -425,9 +425,10 @@ def test_listwise_runs_every_stage_and_writes_strict_json(tmp_path):
         _strict_json(res / "eval" / f"round_{r}" / "metrics.json")
 
 
-def test_signals_run_every_stage_shown_as_of_each_decision_date_audited_and_a_baseline_each(tmp_path):
-    """A researcher's own file, wide and relative to the working directory: a monthly analyst
-    rating per ticker, dated the first of each month (often a weekend)."""
+def test_signals_and_news_run_every_stage_shown_as_of_each_decision_date_audited_and_a_baseline_each(tmp_path):
+    """A researcher's own files, relative to the working directory: a wide file of a monthly
+    analyst rating per ticker, dated the first of each month (often a weekend), and headlines
+    every third business day, stamped at New York's midnight as yfinance writes dates."""
     months = pd.date_range("2015-12-01", "2020-01-01", freq="MS")
     rng = np.random.default_rng(0)
     table = pd.DataFrame([(m, t) for m in months for t in ("AAPL", "MSFT", "KO")], columns=["Date", "Ticker"])
@@ -435,8 +436,13 @@ def test_signals_run_every_stage_shown_as_of_each_decision_date_audited_and_a_ba
     table["eps revision"] = rng.normal(0, 0.01, len(table)).round(4)
     table["unused"] = "text"  # a column not named in states.signals is not read
     table.to_csv(tmp_path / "ratings.csv", index=False)
+    days = pd.bdate_range("2015-12-01", "2020-01-01")[::3]
+    news = pd.DataFrame([(f"{d:%Y-%m-%d} 00:00:00-05:00", t, f"{t} news of {d:%Y-%m-%d}") for d in days
+                         for t in ("AAPL", "MSFT", "KO")], columns=["date", "ticker", "headline"])  # fmt: skip
+    news.to_csv(tmp_path / "news.csv", index=False)
     cfg = tiny_config(run="signals")
     cfg["data"]["signals"], cfg["states"]["signals"] = "ratings.csv", ["analyst rating", "eps revision"]
+    cfg["data"]["news"] = "news.csv"
     write_config(tmp_path / "config.yaml", cfg)
     snakemake(tmp_path)
     res = tmp_path / "results" / "signals"
@@ -449,6 +455,10 @@ def test_signals_run_every_stage_shown_as_of_each_decision_date_audited_and_a_ba
         assert list(column) == want
         assert all(f"{t}): analyst rating {v:.4g}" in row.prompt or f"{t}: analyst rating {v:.4g}" in row.prompt
                    for t, v in zip(row.tickers, want, strict=True))  # fmt: skip
+        for line in prompts.news_lines(row.prompt):  # "2016-03-04 AAPL: AAPL news of 2016-03-04"
+            date, ticker = line[:10], line[11:].split(":")[0]
+            assert ticker in row.tickers and date <= f"{row.date:%Y-%m-%d}" and line.endswith(f"news of {date}")
+    assert states.prompt.map(prompts.news_lines).map(len).gt(0).mean() > 0.9
     assert json.loads((res / "audit.json").read_text())["train_to_test"]
     summary = _strict_json(res / "metrics.json")
     assert {"higher_analyst rating", "higher_eps revision"} <= set(summary["baselines"]) and [

@@ -304,6 +304,24 @@ def test_dates_whose_reading_is_not_settled_are_refused_in_one_line(tmp_path, da
         fetch_prices.read_file(tmp_path / "p.csv")
 
 
+def test_a_zoned_date_is_the_day_its_own_zone_says(tmp_path):
+    # yfinance stamps each exchange's days at its local midnight; read in UTC, Tokyo's and
+    # Frankfurt's days fell on the day before, beside New York's closes of that earlier day
+    days = pd.bdate_range("2020-03-02", periods=5)
+    zoned = pd.DataFrame(
+        [(f"{d:%Y-%m-%d} 00:00:00{zone}", t, 1.0) for d in days for t, zone in
+         (("7203.T", "+09:00"), ("SAP.DE", "+01:00"), ("AAPL", "-05:00"))],
+        columns=["Date", "Ticker", "Close"],
+    )  # fmt: skip
+    zoned.to_csv(tmp_path / "zoned.csv", index=False)
+    prices, _ = fetch_prices.read_file(tmp_path / "zoned.csv")
+    for ticker in ("7203.T", "SAP.DE", "AAPL"):
+        assert prices[prices.ticker == ticker].date.tolist() == list(days), ticker
+    tokyo = pd.DataFrame({"date": days.tz_localize("Asia/Tokyo"), "ticker": "7203.T", "close": 1.0})
+    tokyo.to_parquet(tmp_path / "tokyo.parquet")  # a zoned timestamp column, already read
+    assert fetch_prices.read_file(tmp_path / "tokyo.parquet")[0].date.tolist() == list(days)
+
+
 def test_a_yfinance_csv_with_its_two_row_header_is_read(tmp_path):
     frame = _yf_frame(["AAPL", "MSFT"], adjusted=False)  # (field, ticker) columns as yfinance returns them
     frame.columns = frame.columns.set_names(["Price", "Ticker"])

@@ -22,13 +22,11 @@ def read(path: str) -> pd.DataFrame:
     missing = {"date", "ticker", "headline"} - set(raw.columns)
     if missing:
         raise HitchhikerError(f"news file {path}: missing column {', '.join(sorted(missing))}")
-    dates = pd.to_datetime(raw["date"], format="ISO8601", errors="coerce")
-    if dates.isna().any():
-        row = int(dates.isna().to_numpy().argmax())
-        raise HitchhikerError(f"news file {path}: unreadable date {raw['date'].iloc[row]!r} in row {row + 1}")
+    from hitchhiker.environments.prices import read_close_dates  # here: a data-step module
+
     return pd.DataFrame(
         {
-            "date": dates.dt.normalize(),
+            "date": read_close_dates(raw["date"], f"news file {path}", "headline"),
             "ticker": raw["ticker"].astype(str),
             "headline": raw["headline"].astype(str).str.replace(r"\s+", " ", regex=True).str.strip(),
         }

@@ -129,9 +129,18 @@ def _tidy(raw: pd.DataFrame, origin: str, ticker: str | None = None) -> tuple[pd
 NAMED_DATES = ("%b %d %Y", "%b %d, %Y", "%B %d %Y", "%B %d, %Y", "%d %b %Y", "%d %B %Y", "%d-%b-%Y")
 
 
+# a time of day and the zone after it: "2020-03-05 00:00:00+09:00", "2020-03-05T14:30Z"
+TIME_AND_ZONE = r"(\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?)\s*(?:Z|UTC|[+-]\d{2}:?\d{2})$"
+TIME_OF_DAY = r"(?:T|\s)(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?"
+
+
 def read_dates(values: pd.Series, origin: str) -> pd.Series:
     """A column of dates as midnight timestamps: ISO (YYYY-MM-DD, with or without a time or
     zone), numeric with slashes, dots or dashes (1/4/1999, 04.01.1999), or with month names.
+
+    A date is the day as written, in the value's own zone: yfinance stamps an exchange's days
+    at its local midnight, and a Tokyo or Frankfurt close of 5 March ("2020-03-05
+    00:00:00+09:00") falls on 4 March in UTC, which would show it beside New York's 4 March.
 
     Numeric dates are read month first or day first as the whole column says: one value
     whose first number is above 12 makes it day first, one whose second is makes it month
@@ -140,9 +149,9 @@ def read_dates(values: pd.Series, origin: str) -> pd.Series:
     from the first value only, so the order is settled here by hand.
     """
     if pd.api.types.is_datetime64_any_dtype(values):  # a Parquet's dates: already read
-        return pd.to_datetime(values, utc=True).dt.tz_localize(None).dt.normalize()
+        return _wall_clock(values).dt.normalize()
     text = values.astype(str).str.strip()
-    dates = pd.to_datetime(text, format="ISO8601", errors="coerce", utc=True)
+    dates = pd.to_datetime(text.str.replace(TIME_AND_ZONE, r"\1", regex=True), format="ISO8601", errors="coerce")
     if dates.isna().any():
         parts = text.str.extract(r"^(\d{1,2})[/.-](\d{1,2})[/.-](\d{4})$").astype(float)
         if parts.notna().all().all():
@@ -174,7 +183,33 @@ def read_dates(values: pd.Series, origin: str) -> pd.Series:
             f"{origin}: unreadable date {values.iloc[row]!r} in row {row + 1} "
             "(want YYYY-MM-DD, M/D/YYYY, D/M/YYYY or Jan 4 2000)"
         )
-    return dates.dt.tz_localize(None).dt.normalize()
+    return _wall_clock(dates).dt.normalize()
+
+
+def read_close_dates(values: pd.Series, origin: str, what: str) -> pd.Series:
+    """read_dates for what was known by a day's close (a headline, a signal), refusing a
+    time of day: a headline stamped 20:15 on 5 March came after that day's close, and its
+    date alone would show it to the 5 March decision. Without the exchange's close and zone
+    the time cannot be placed, so the file must say the day."""
+    if pd.api.types.is_datetime64_any_dtype(values):
+        wall = _wall_clock(values)
+        timed = (wall != wall.dt.normalize()).to_numpy()
+    else:
+        parts = values.astype(str).str.extract(TIME_OF_DAY).astype(float).fillna(0)
+        timed = (parts.sum(axis=1) > 0).to_numpy()
+    if timed.any():
+        row = int(timed.argmax())
+        raise cli.HitchhikerError(
+            f"{origin}: {values.iloc[row]!s} in row {row + 1} has a time of day; date each {what} by the "
+            "trading day by whose close it was known (after the close: the next day), with no time"
+        )
+    return read_dates(values, origin)
+
+
+def _wall_clock(dates: pd.Series) -> pd.Series:
+    """Timestamps as their own zone's clock reads them, without the zone."""
+    dates = pd.to_datetime(dates)
+    return dates.dt.tz_localize(None) if dates.dt.tz is not None else dates
 
 
 def read_file(path: str | Path, ticker: str | None = None) -> tuple[pd.DataFrame, str]:

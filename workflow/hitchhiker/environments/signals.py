@@ -35,7 +35,7 @@ def read(path: str, names: list[str]) -> pd.DataFrame:
         raw = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
     except Exception as err:  # pandas raises many types for malformed files
         raise HitchhikerError(f"signal file {path}: cannot read ({str(err).splitlines()[0]})") from None
-    from hitchhiker.environments.prices import DATE_NAMES, TICKER_NAMES, read_dates  # here: a data-step module
+    from hitchhiker.environments.prices import DATE_NAMES, TICKER_NAMES, read_close_dates  # here: a data-step module
 
     raw.columns = [str(c).strip() for c in raw.columns]
     lower = {c.lower(): c for c in raw.columns}
@@ -69,7 +69,7 @@ def read(path: str, names: list[str]) -> pd.DataFrame:
         )
     return pd.DataFrame(
         {
-            "date": read_dates(frame["date"], f"signal file {path}").to_numpy(),
+            "date": read_close_dates(frame["date"], f"signal file {path}", "value").to_numpy(),
             "ticker": frame["ticker"].astype(str).str.strip(),
             "name": frame["name"],
             "value": value.astype(float),
