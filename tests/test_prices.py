@@ -322,6 +322,14 @@ def test_a_zoned_date_is_the_day_its_own_zone_says(tmp_path):
     assert fetch_prices.read_file(tmp_path / "tokyo.parquet")[0].date.tolist() == list(days)
 
 
+def test_a_parquet_date_left_empty_is_refused(tmp_path):
+    # a CSV's empty date was refused as unreadable; a Parquet's (NaT) was read as a row of no date
+    days = [*pd.bdate_range("2020-03-02", periods=3), pd.NaT]
+    pd.DataFrame({"date": days, "ticker": "X", "close": 1.0}).to_parquet(tmp_path / "p.parquet")
+    with pytest.raises(HitchhikerError, match=r"p.parquet: unreadable date NaT in row 4"):
+        fetch_prices.read_file(tmp_path / "p.parquet")
+
+
 def test_a_yfinance_csv_with_its_two_row_header_is_read(tmp_path):
     frame = _yf_frame(["AAPL", "MSFT"], adjusted=False)  # (field, ticker) columns as yfinance returns them
     frame.columns = frame.columns.set_names(["Price", "Ticker"])

@@ -148,34 +148,10 @@ def read_dates(values: pd.Series, origin: str) -> pd.Series:
     refused: read either way, it would be wrong in silence. pandas' own inference decides
     from the first value only, so the order is settled here by hand.
     """
-    if pd.api.types.is_datetime64_any_dtype(values):  # a Parquet's dates: already read
-        return _wall_clock(values).dt.normalize()
-    text = values.astype(str).str.strip()
-    dates = pd.to_datetime(text.str.replace(TIME_AND_ZONE, r"\1", regex=True), format="ISO8601", errors="coerce")
-    if dates.isna().any():
-        parts = text.str.extract(r"^(\d{1,2})[/.-](\d{1,2})[/.-](\d{4})$").astype(float)
-        if parts.notna().all().all():
-            first, second = parts[0] > 12, parts[1] > 12
-            if first.any() and second.any():
-                raise cli.HitchhikerError(
-                    f"{origin}: dates {text[first].iloc[0]!r} and {text[second].iloc[0]!r} put the day and the "
-                    "month in opposite orders; save them as YYYY-MM-DD"
-                )
-            if not first.any() and not second.any():
-                raise cli.HitchhikerError(
-                    f"{origin}: dates such as {text.iloc[0]!r} read as month/day or as day/month, and no date "
-                    "in the column is past the 12th to settle which; save them as YYYY-MM-DD"
-                )
-            month, day = (parts[1], parts[0]) if first.any() else (parts[0], parts[1])
-            dates = pd.to_datetime(
-                pd.DataFrame({"year": parts[2], "month": month, "day": day}), errors="coerce", utc=True
-            )
-        else:
-            for fmt in NAMED_DATES:
-                named = pd.to_datetime(text, format=fmt, errors="coerce", utc=True)
-                if named.notna().all():
-                    dates = named
-                    break
+    if pd.api.types.is_datetime64_any_dtype(values):  # a Parquet's dates: already read (NaT if empty)
+        dates = values
+    else:
+        dates = _parse_text(values.astype(str).str.strip(), origin)
     bad = dates.isna()
     if bad.any():
         row = int(bad.to_numpy().argmax())
@@ -186,6 +162,35 @@ def read_dates(values: pd.Series, origin: str) -> pd.Series:
     return _wall_clock(dates).dt.normalize()
 
 
+def _parse_text(text: pd.Series, origin: str) -> pd.Series:
+    """Dates from text, NaT where none of read_dates' forms reads."""
+    dates = pd.to_datetime(text.str.replace(TIME_AND_ZONE, r"\1", regex=True), format="ISO8601", errors="coerce")
+    if not dates.isna().any():
+        return dates
+    parts = text.str.extract(r"^(\d{1,2})[/.-](\d{1,2})[/.-](\d{4})$").astype(float)
+    if parts.notna().all().all():
+        first, second = parts[0] > 12, parts[1] > 12
+        if first.any() and second.any():
+            raise cli.HitchhikerError(
+                f"{origin}: dates {text[first].iloc[0]!r} and {text[second].iloc[0]!r} put the day and the "
+                "month in opposite orders; save them as YYYY-MM-DD"
+            )
+        if not first.any() and not second.any():
+            raise cli.HitchhikerError(
+                f"{origin}: dates such as {text.iloc[0]!r} read as month/day or as day/month, and no date "
+                "in the column is past the 12th to settle which; save them as YYYY-MM-DD"
+            )
+        month, day = (parts[1], parts[0]) if first.any() else (parts[0], parts[1])
+        dates = pd.to_datetime(pd.DataFrame({"year": parts[2], "month": month, "day": day}), errors="coerce", utc=True)
+    else:
+        for fmt in NAMED_DATES:
+            named = pd.to_datetime(text, format=fmt, errors="coerce", utc=True)
+            if named.notna().all():
+                dates = named
+                break
+    return dates
+
+
 def read_close_dates(values: pd.Series, origin: str, what: str) -> pd.Series:
     """read_dates for what was known by a day's close (a headline, a signal), refusing a
     time of day: a headline stamped 20:15 on 5 March came after that day's close, and its
@@ -193,7 +198,7 @@ def read_close_dates(values: pd.Series, origin: str, what: str) -> pd.Series:
     the time cannot be placed, so the file must say the day."""
     if pd.api.types.is_datetime64_any_dtype(values):
         wall = _wall_clock(values)
-        timed = (wall != wall.dt.normalize()).to_numpy()
+        timed = (wall.notna() & (wall != wall.dt.normalize())).to_numpy()  # NaT is no time of day
     else:
         parts = values.astype(str).str.extract(TIME_OF_DAY).astype(float).fillna(0)
         timed = (parts.sum(axis=1) > 0).to_numpy()
