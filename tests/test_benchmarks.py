@@ -3,8 +3,6 @@ smallest: score at one size (with one size, benchmarks/score, states and audit e
 ZeroDivisionError after measuring) and states at two (the marginal rate and fixed cost). The
 marginal rate refuses a slope it cannot measure."""
 
-import sys
-
 import pytest
 
 from conftest import ROOT, run
@@ -48,8 +46,8 @@ def test_train_refuses_completions_that_leave_no_step_to_time():
         ([(100, 2.5), (200, 2.0)], "marginal rate: none measurable"),
     ],
 )
-def test_the_marginal_rate_needs_two_sizes_and_more_time_for_more_work(rows, says, capsys):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+def test_the_marginal_rate_needs_two_sizes_and_more_time_for_more_work(rows, says, capsys, monkeypatch):
+    monkeypatch.syspath_prepend(ROOT / "benchmarks")
     from universe import print_marginal
 
     print_marginal(rows, "rows/s", fixed="start-up")
