@@ -131,7 +131,6 @@ NAMED_DATES = ("%b %d %Y", "%b %d, %Y", "%B %d %Y", "%B %d, %Y", "%d %b %Y", "%d
 
 # a time of day and the zone after it: "2020-03-05 00:00:00+09:00", "2020-03-05T14:30Z"
 TIME_AND_ZONE = r"(\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?)\s*(?:Z|UTC|[+-]\d{2}:?\d{2})$"
-TIME_OF_DAY = r"(?:T|\s)(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?"
 
 
 def read_dates(values: pd.Series, origin: str) -> pd.Series:
@@ -148,6 +147,11 @@ def read_dates(values: pd.Series, origin: str) -> pd.Series:
     refused: read either way, it would be wrong in silence. pandas' own inference decides
     from the first value only, so the order is settled here by hand.
     """
+    return _wall_clock_times(values, origin).dt.normalize()
+
+
+def _wall_clock_times(values: pd.Series, origin: str) -> pd.Series:
+    """The column's timestamps as their own zone's clock reads them, time of day kept."""
     if pd.api.types.is_datetime64_any_dtype(values):  # a Parquet's dates: already read (NaT if empty)
         dates = values
     else:
@@ -159,7 +163,8 @@ def read_dates(values: pd.Series, origin: str) -> pd.Series:
             f"{origin}: unreadable date {values.iloc[row]!r} in row {row + 1} "
             "(want YYYY-MM-DD, M/D/YYYY, D/M/YYYY or Jan 4 2000)"
         )
-    return _wall_clock(dates).dt.normalize()
+    dates = pd.to_datetime(dates)
+    return dates.dt.tz_localize(None) if dates.dt.tz is not None else dates
 
 
 def _parse_text(text: pd.Series, origin: str) -> pd.Series:
@@ -196,25 +201,15 @@ def read_close_dates(values: pd.Series, origin: str, what: str) -> pd.Series:
     time of day: a headline stamped 20:15 on 5 March came after that day's close, and its
     date alone would show it to the 5 March decision. Without the exchange's close and zone
     the time cannot be placed, so the file must say the day."""
-    if pd.api.types.is_datetime64_any_dtype(values):
-        wall = _wall_clock(values)
-        timed = (wall.notna() & (wall != wall.dt.normalize())).to_numpy()  # NaT is no time of day
-    else:
-        parts = values.astype(str).str.extract(TIME_OF_DAY).astype(float).fillna(0)
-        timed = (parts.sum(axis=1) > 0).to_numpy()
+    wall = _wall_clock_times(values, origin)
+    timed = (wall != wall.dt.normalize()).to_numpy()
     if timed.any():
         row = int(timed.argmax())
         raise cli.HitchhikerError(
             f"{origin}: {values.iloc[row]!s} in row {row + 1} has a time of day; date each {what} by the "
             "trading day by whose close it was known (after the close: the next day), with no time"
         )
-    return read_dates(values, origin)
-
-
-def _wall_clock(dates: pd.Series) -> pd.Series:
-    """Timestamps as their own zone's clock reads them, without the zone."""
-    dates = pd.to_datetime(dates)
-    return dates.dt.tz_localize(None) if dates.dt.tz is not None else dates
+    return wall
 
 
 def read_file(path: str | Path, ticker: str | None = None) -> tuple[pd.DataFrame, str]:
