@@ -1,7 +1,8 @@
 """The benchmark scripts run: each answers --help (its imports resolve), and two run at their
 smallest: score at one size (with one size, benchmarks/score, states and audit ended in
-ZeroDivisionError after measuring) and states at two (the marginal rate and fixed cost). The
-marginal rate refuses a slope it cannot measure."""
+ZeroDivisionError after measuring) and states at two (the marginal rate and fixed cost, or, where
+start-up noise outweighs the extra work, a plain "none measurable": CI's run of b2ed95d timed 376
+states at 14.0 s and 752 at 12.1 s). The marginal rate refuses a slope it cannot measure."""
 
 import pytest
 
@@ -20,8 +21,12 @@ def test_every_benchmark_answers_help():
 @pytest.mark.parametrize(
     "args, last",
     [
-        (["score", "--rollouts", "2000", "--repeats", "1"], "marginal rate: needs two sizes"),
-        (["states", "--tickers", "20", "--days", "400", "--per-date", "1", "2"], "fixed cost (start-up, prices"),
+        (["score", "--rollouts", "2000", "--repeats", "1"], ("marginal rate: needs two sizes",)),
+        # two sizes a few seconds apart: the slope is there, or noise hid it and it says so
+        (
+            ["states", "--tickers", "20", "--days", "400", "--per-date", "1", "2"],
+            ("fixed cost (start-up, prices", "marginal rate: none measurable ("),
+        ),
     ],
 )
 def test_a_benchmark_runs_at_its_smallest(args, last):
