@@ -296,6 +296,9 @@ def test_the_shapes_people_save_are_read_without_reshaping(tmp_path):
         (["1/4/2016", "2/4/2016"], r"dates such as '1/4/2016' read as month/day or as day/month"),
         (["13/1/2016", "1/13/2016"], r"dates '13/1/2016' and '1/13/2016' put the day and the month in opposite"),
         (["2016-01-04", "1/5/2016"], r"unreadable date '1/5/2016' in row 2 \(want YYYY-MM-DD, M/D/YYYY"),
+        # a typo among slashed dates: its own row, not the first date (which read before)
+        (["1/4/2016", "13/4/2016", "14/4/2O16"], r"unreadable date '14/4/2O16' in row 3 \("),
+        (["Jan 4 2016", "Jan 5 2016", "Jan 6"], r"unreadable date 'Jan 6' in row 3 \("),
     ],
 )
 def test_dates_whose_reading_is_not_settled_are_refused_in_one_line(tmp_path, dates, message):

@@ -182,6 +182,27 @@ def test_a_users_own_file_and_its_faults_are_one_line(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "written",
+    [
+        lambda days: days.strftime("%d/%m/%Y"),  # day first, from the 1st: 02/01 is 2 January
+        # local midnight across the DST change of 8 March: two offsets in one column
+        lambda days: days.tz_localize("America/Los_Angeles").strftime("%Y-%m-%d %H:%M:%S%z"),
+    ],
+    ids=["day-first", "zoned-across-dst"],
+)
+def test_a_weather_files_dates_are_read_as_the_market_reads_its_prices(tmp_path, written):
+    """(pandas' own parse read 02/01/2020 as February, then refused 13/01/2020 as no date;
+    on the zoned file it raised a traceback.)"""
+    days = pd.date_range("2020-03-01", periods=30)
+    frame = pd.DataFrame({"date": written(days), "precipitation": 1.0, "temp_max": 10.0, "temp_min": 2.0, "wind": 3.0})
+    table = weather.read(_file(tmp_path / "w.csv", frame))
+    assert list(table.date) == list(days)
+    frame.loc[3, "date"] = "March the 4th"
+    with pytest.raises(HitchhikerError, match=r"weather file .*w.csv: unreadable date 'March the 4th' in row 4"):
+        weather.read(_file(tmp_path / "w.csv", frame))
+
+
+@pytest.mark.parametrize(
     ("mutate", "message"),
     [
         (

@@ -168,12 +168,14 @@ def _wall_clock_times(values: pd.Series, origin: str) -> pd.Series:
 
 
 def _parse_text(text: pd.Series, origin: str) -> pd.Series:
-    """Dates from text, NaT where none of read_dates' forms reads."""
-    dates = pd.to_datetime(text.str.replace(TIME_AND_ZONE, r"\1", regex=True), format="ISO8601", errors="coerce")
-    if not dates.isna().any():
-        return dates
+    """Dates from text in the one form that reads most of the column, NaT where it does not
+    read: a typo among slashed dates is reported in its own row, not as the first date's."""
+    best = pd.to_datetime(text.str.replace(TIME_AND_ZONE, r"\1", regex=True), format="ISO8601", errors="coerce")
+    if best.notna().all():
+        return best
     parts = text.str.extract(r"^(\d{1,2})[/.-](\d{1,2})[/.-](\d{4})$").astype(float)
-    if parts.notna().all().all():
+    numeric = parts.notna().all(axis=1)
+    if numeric.sum() > best.notna().sum():
         first, second = parts[0] > 12, parts[1] > 12
         if first.any() and second.any():
             raise cli.HitchhikerError(
@@ -182,18 +184,18 @@ def _parse_text(text: pd.Series, origin: str) -> pd.Series:
             )
         if not first.any() and not second.any():
             raise cli.HitchhikerError(
-                f"{origin}: dates such as {text.iloc[0]!r} read as month/day or as day/month, and no date "
-                "in the column is past the 12th to settle which; save them as YYYY-MM-DD"
+                f"{origin}: dates such as {text[numeric].iloc[0]!r} read as month/day or as day/month, and no "
+                "date in the column is past the 12th to settle which; save them as YYYY-MM-DD"
             )
         month, day = (parts[1], parts[0]) if first.any() else (parts[0], parts[1])
-        dates = pd.to_datetime(pd.DataFrame({"year": parts[2], "month": month, "day": day}), errors="coerce", utc=True)
-    else:
-        for fmt in NAMED_DATES:
-            named = pd.to_datetime(text, format=fmt, errors="coerce", utc=True)
-            if named.notna().all():
-                dates = named
-                break
-    return dates
+        best = pd.to_datetime(pd.DataFrame({"year": parts[2], "month": month, "day": day}), errors="coerce", utc=True)
+    for fmt in NAMED_DATES:
+        if best.notna().all():
+            break
+        named = pd.to_datetime(text, format=fmt, errors="coerce", utc=True)
+        if named.notna().sum() > best.notna().sum():
+            best = named
+    return best
 
 
 def read_close_dates(values: pd.Series, origin: str, what: str) -> pd.Series:

@@ -78,10 +78,12 @@ def read(path: str) -> pd.DataFrame:
             f"weather file {path}: no column {', '.join(missing)} (columns: {', '.join(raw.columns)})"
         )
     table = raw[["date", *COLUMNS]].copy()
-    dates = pd.to_datetime(table["date"], errors="coerce")
-    if dates.isna().any():
-        raise HitchhikerError(f"weather file {path}: {table['date'][dates.isna()].iloc[0]!r} is not a date")
-    table["date"] = dates.dt.normalize()
+    # read as the market's prices are (the day in its own zone, day or month first as the whole
+    # column says): pandas' own parse raised a traceback on local midnights across a DST change
+    # and read 02/01/2012 after 01/01/2012 as February, then refused 13/01/2012 as no date
+    from hitchhiker.environments.prices import read_dates  # here: a data-step module
+
+    table["date"] = read_dates(table["date"], f"weather file {path}")
     for c in COLUMNS:
         values = pd.to_numeric(table[c], errors="coerce")
         bad = values.isna() | ~np.isfinite(values)
