@@ -88,7 +88,9 @@ def native_bfloat16() -> str | None:
     """What computes bfloat16 natively here (a CUDA GPU that does; a CPU with AVX-512 BF16,
     AMX or Arm's BF16 instructions), or None. Without it torch's bfloat16 matmuls are
     emulated: 1 GFLOP/s against float32's 119 on an AVX2 AMD EPYC (benchmarks/train prints
-    both), where with AVX-512 BF16 they run 2.3x float32's speed and with AMX 4-9x."""
+    both), where with AMX they run 4-9x float32's speed and with AVX-512 BF16 2.3x on an AMD
+    EPYC, 0.5x on an Intel Xeon without AMX (whose training step runs as fast in bf16 as in
+    float32 all the same, in less memory: docs/performance.md)."""
     if torch.cuda.is_available():
         return torch.cuda.get_device_name() if torch.cuda.is_bf16_supported() else None
     caps = torch.cpu.get_capabilities()  # cpuinfo's flags, the same on every run of a machine
