@@ -78,9 +78,8 @@ def read(path: str) -> pd.DataFrame:
             f"weather file {path}: no column {', '.join(missing)} (columns: {', '.join(raw.columns)})"
         )
     table = raw[["date", *COLUMNS]].copy()
-    # read as the market's prices are (the day in its own zone, day or month first as the whole
-    # column says): pandas' own parse raised a traceback on local midnights across a DST change
-    # and read 02/01/2012 after 01/01/2012 as February, then refused 13/01/2012 as no date
+    # the reader every data file shares: the day in its own zone, day or month first as the
+    # whole column says, an unreadable date named with its row
     from hitchhiker.environments.prices import read_dates  # here: a data-step module
 
     table["date"] = read_dates(table["date"], f"weather file {path}")
