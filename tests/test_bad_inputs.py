@@ -119,6 +119,10 @@ CASES = {
     "duplicate rows that disagree": file_case(
         GOOD_ROWS + "2016-01-04,AAPL,101\n", "duplicate price rows for AAPL on 2016-01-04 disagree"
     ),
+    "intraday bars": file_case(
+        "date,ticker,close\n2016-01-04 09:30,AAPL,100\n2016-01-04 09:30,MSFT,50\n2016-01-04 10:30,AAPL,101\n",
+        "AAPL is priced at 09:30 and at 10:30 on 2016-01-04: intraday bars",
+    ),
     "duplicate rows (faults.duplicate error)": file_case(
         GOOD_ROWS + "2016-01-04,AAPL,100\n", "duplicate price row for AAPL on 2016-01-04"
     ),

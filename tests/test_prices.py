@@ -325,6 +325,21 @@ def test_a_zoned_date_is_the_day_its_own_zone_says(tmp_path):
     assert fetch_prices.read_file(tmp_path / "tokyo.parquet")[0].date.tolist() == list(days)
 
 
+def test_intraday_bars_are_refused_as_such_and_a_daily_close_stamped_with_its_time_is_read(tmp_path):
+    # read as days, hourly bars were duplicates that "disagree on the close": true, but not what is wrong
+    days = pd.bdate_range("2020-03-02", periods=3)
+    hourly = pd.DataFrame(
+        [(f"{d:%Y-%m-%d} {h}:30:00-05:00", t, 100.0 + h) for d in days for h in (9, 10, 11) for t in ("AAPL", "MSFT")],
+        columns=["Datetime", "Ticker", "Close"],
+    )
+    hourly.to_csv(tmp_path / "hourly.csv", index=False)
+    with pytest.raises(HitchhikerError, match=r"AAPL is priced at 09:30 and at 10:30 on 2020-03-02: intraday bars"):
+        fetch_prices.read_file(tmp_path / "hourly.csv")
+    closes = hourly[hourly.Datetime.str.contains(" 11:30")]  # one bar a day, stamped at its time
+    closes.to_csv(tmp_path / "closes.csv", index=False)
+    assert fetch_prices.read_file(tmp_path / "closes.csv")[0].date.unique().tolist() == list(days)
+
+
 def test_a_parquet_date_left_empty_is_refused(tmp_path):
     # a CSV's empty date was refused as unreadable; a Parquet's (NaT) was read as a row of no date
     days = [*pd.bdate_range("2020-03-02", periods=3), pd.NaT]

@@ -108,7 +108,9 @@ def _tidy(raw: pd.DataFrame, origin: str, ticker: str | None = None) -> tuple[pd
     out = pd.DataFrame({"date": df[date_col].to_numpy(), "ticker": ticker_values, "close": df[price_col].to_numpy()})
     if volume_col is not None:
         out["volume"] = pd.to_numeric(df[volume_col], errors="coerce").to_numpy()
-    out["date"] = read_dates(out["date"], origin)
+    wall = _wall_clock_times(out["date"], origin)
+    out["date"] = wall.dt.normalize()
+    _refuse_intraday(out, wall, origin)
     close = pd.to_numeric(out["close"], errors="coerce")
     text = close.isna() & out["close"].notna()  # pandas has already read blanks, NA, null and #N/A as missing
     if text.any():
@@ -123,6 +125,22 @@ def _tidy(raw: pd.DataFrame, origin: str, ticker: str | None = None) -> tuple[pd
         # unless the file's own dates were out of order (then data.faults.unsorted decides)
         out = out.sort_values(["date", "ticker"], kind="stable", ignore_index=True)
     return out, f"{origin}: {shape}"
+
+
+def _refuse_intraday(out: pd.DataFrame, wall: pd.Series, origin: str) -> None:
+    """A ticker priced at two times of one day is a file of intraday bars: each day takes one
+    close, so read as dates they were duplicates that disagree; say what the file is."""
+    if not (wall != out["date"]).any():  # every price at midnight: daily (yfinance's stamps)
+        return
+    stamps = pd.DataFrame({"ticker": out["ticker"], "date": out["date"], "at": wall}).drop_duplicates()
+    bars = stamps[stamps.duplicated(["ticker", "date"], keep=False)]
+    if len(bars):
+        ticker, day = bars["ticker"].iloc[0], bars["date"].iloc[0]
+        first, second = bars["at"][(bars["ticker"] == ticker) & (bars["date"] == day)].iloc[:2]
+        raise cli.HitchhikerError(
+            f"{origin}: {ticker} is priced at {first:%H:%M} and at {second:%H:%M} on {day.date()}: intraday bars; "
+            "a run decides on one close a day, so save the file's daily closes (each day's last bar)"
+        )
 
 
 # dates written with names, tried after ISO: "Jan 4 2000", "January 4, 2000", "4 Jan 2000"
