@@ -1,8 +1,9 @@
-"""The benchmark scripts run: each answers --help (its imports resolve), and two run at their
-smallest: score at one size (with one size, benchmarks/score, states and audit ended in
-ZeroDivisionError after measuring) and states at two (the marginal rate and fixed cost, or, where
-start-up noise outweighs the extra work, a plain "none measurable": CI's run of b2ed95d timed 376
-states at 14.0 s and 752 at 12.1 s). The marginal rate refuses a slope it cannot measure."""
+"""The benchmark scripts run: each answers --help (its imports resolve), and three run at their
+smallest: coverage at two simulated evaluations a cell, score at one size (with one size,
+benchmarks/score, states and audit ended in ZeroDivisionError after measuring) and states at
+two (the marginal rate and fixed cost, or, where start-up noise outweighs the extra work, a
+plain "none measurable": CI's run of b2ed95d timed 376 states at 14.0 s and 752 at 12.1 s).
+The marginal rate refuses a slope it cannot measure."""
 
 import pytest
 
@@ -12,7 +13,7 @@ SCRIPTS = sorted(p.name for p in (ROOT / "benchmarks").iterdir() if p.is_file() 
 
 
 def test_every_benchmark_answers_help():
-    assert {"audit", "e2e", "gpu", "rollout", "score", "states", "train"} <= set(SCRIPTS)
+    assert {"audit", "coverage", "e2e", "gpu", "rollout", "score", "states", "train"} <= set(SCRIPTS)
     for name in SCRIPTS:
         assert run(ROOT / "benchmarks" / name, "--help").stdout.startswith(f"usage: {name} "), name
 
@@ -22,6 +23,8 @@ def test_every_benchmark_answers_help():
     "args, last",
     [
         (["score", "--rollouts", "2000", "--repeats", "1"], ("marginal rate: needs two sizes",)),
+        # the last shape's row (horizon 5, stride 1: blocks of 5 dates), every shape before it
+        (["coverage", "--reps", "2", "--dates", "16"], ("      5      1     5     16    3.2 ",)),
         # two sizes a few seconds apart: the slope is there, or noise hid it and it says so
         (
             ["states", "--tickers", "20", "--days", "400", "--per-date", "1", "2"],

@@ -6,7 +6,11 @@ their outcomes overlap in time, so uncertainty is estimated by a circular block 
 over decision dates with blocks of ceil(horizon / stride) consecutive dates.
 With no more dates than one block, every resample is the series itself, rotated: such a
 zero-width interval would claim a certainty that one block cannot give, so there is none
-(NaN; null in the JSON, "[too few dates]" in the tables).
+(NaN; null in the JSON, "[too few dates]" in the tables). benchmarks/coverage measures how
+often these percentile intervals hold the truth: near 95% without overlap from 64 dates up,
+and below it with overlapping horizons on few dates (72-85% at 32 dates with horizons 4-5
+dates long), where a few blocks give too few distinct resamples and blocks of exactly the
+overlap cut the dependence at every edge.
 
 The portfolio the decisions induce: on each decision date, capital is split equally over
 that date's decisions and held for the horizon; an invalid answer's share stays in cash.
