@@ -9,8 +9,8 @@ zero-width interval would claim a certainty that one block cannot give, so there
 (NaN; null in the JSON, "[too few dates]" in the tables). benchmarks/coverage measures how
 often these percentile intervals hold the truth: near 95% without overlap from 64 dates up,
 and below it with overlapping horizons on few dates (72-85% at 32 dates with horizons 4-5
-dates long), where a few blocks give too few distinct resamples and blocks of exactly the
-overlap cut the dependence at every edge.
+dates long): a percentile interval from a few blocks is too narrow, and blocks of exactly
+the overlap cut the dependence at every block's edge.
 
 The portfolio the decisions induce: on each decision date, capital is split equally over
 that date's decisions and held for the horizon; an invalid answer's share stays in cash.
