@@ -23,8 +23,8 @@ def test_every_benchmark_answers_help():
     "args, last",
     [
         (["score", "--rollouts", "2000", "--repeats", "1"], ("marginal rate: needs two sizes",)),
-        # the last shape's row (horizon 5, stride 1: blocks of 5 dates), every shape before it
-        (["coverage", "--reps", "2", "--dates", "16"], ("      5      1     5     16    3.2 ",)),
+        # the last shape's last row (horizon 5, stride 1: blocks of 10 dates, too few on 16, four on 40)
+        (["coverage", "--reps", "2", "--dates", "16", "40"], ("      5      1    10     40    4.0 ",)),
         # two sizes a few seconds apart: the slope is there, or noise hid it and it says so
         (
             ["states", "--tickers", "20", "--days", "400", "--per-date", "1", "2"],
