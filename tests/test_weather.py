@@ -169,6 +169,10 @@ def test_a_users_own_file_and_its_faults_are_one_line(tmp_path):
         "a column missing": (good.drop(columns="wind"), "no column wind"),
         "a value not a number": (good.assign(wind=["x", *[3.0] * 29]), "wind on 2020-01-01 is 'x', not a number"),
         "two rows a day": (pd.concat([good, good.iloc[[3]]]), "two rows for 2020-01-04"),
+        "readings through the day": (
+            pd.concat([good.replace({"2020/01/04": "2020/01/04 06:00"}), good[3:4].assign(Date="2020/01/04 18:00")]),
+            "readings at 06:00 and at 18:00 on 2020-01-04: several a day; .* so save the daily summary",
+        ),
         "a day missing": (good.drop(index=7), "no row between 2020-01-07 and 2020-01-09"),
     }
     for name, (frame, message) in faults.items():

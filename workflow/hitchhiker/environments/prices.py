@@ -108,7 +108,7 @@ def _tidy(raw: pd.DataFrame, origin: str, ticker: str | None = None) -> tuple[pd
     out = pd.DataFrame({"date": df[date_col].to_numpy(), "ticker": ticker_values, "close": df[price_col].to_numpy()})
     if volume_col is not None:
         out["volume"] = pd.to_numeric(df[volume_col], errors="coerce").to_numpy()
-    wall = _wall_clock_times(out["date"], origin)
+    wall = read_times(out["date"], origin)
     out["date"] = wall.dt.normalize()
     _refuse_intraday(out, wall, origin)
     close = pd.to_numeric(out["close"], errors="coerce")
@@ -151,9 +151,10 @@ NAMED_DATES = ("%b %d %Y", "%b %d, %Y", "%B %d %Y", "%B %d, %Y", "%d %b %Y", "%d
 TIME_AND_ZONE = r"(\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?)\s*(?:Z|UTC|[+-]\d{2}:?\d{2})$"
 
 
-def read_dates(values: pd.Series, origin: str) -> pd.Series:
-    """A column of dates as midnight timestamps: ISO (YYYY-MM-DD, with or without a time or
-    zone), numeric with slashes, dots or dashes (1/4/1999, 04.01.1999), or with month names.
+def read_times(values: pd.Series, origin: str) -> pd.Series:
+    """A column of dates as timestamps on their own zone's clock, the time of day kept
+    (``.dt.normalize()`` gives the days): ISO (YYYY-MM-DD, with or without a time or zone),
+    numeric with slashes, dots or dashes (1/4/1999, 04.01.1999), or with month names.
 
     A date is the day as written, in the value's own zone: yfinance stamps an exchange's days
     at its local midnight, and a Tokyo or Frankfurt close of 5 March ("2020-03-05
@@ -165,11 +166,6 @@ def read_dates(values: pd.Series, origin: str) -> pd.Series:
     refused: read either way, it would be wrong in silence. pandas' own inference decides
     from the first value only, so the order is settled here by hand.
     """
-    return _wall_clock_times(values, origin).dt.normalize()
-
-
-def _wall_clock_times(values: pd.Series, origin: str) -> pd.Series:
-    """The column's timestamps as their own zone's clock reads them, time of day kept."""
     if pd.api.types.is_datetime64_any_dtype(values):  # a Parquet's dates: already read (NaT if empty)
         dates = values
     else:
@@ -217,11 +213,11 @@ def _parse_text(text: pd.Series, origin: str) -> pd.Series:
 
 
 def read_close_dates(values: pd.Series, origin: str, what: str) -> pd.Series:
-    """read_dates for what was known by a day's close (a headline, a signal), refusing a
+    """read_times' days for what was known by a day's close (a headline, a signal), refusing a
     time of day: a headline stamped 20:15 on 5 March came after that day's close, and its
     date alone would show it to the 5 March decision. Without the exchange's close and zone
     the time cannot be placed, so the file must say the day."""
-    wall = _wall_clock_times(values, origin)
+    wall = read_times(values, origin)
     timed = (wall != wall.dt.normalize()).to_numpy()
     if timed.any():
         row = int(timed.argmax())

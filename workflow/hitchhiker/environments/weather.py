@@ -80,9 +80,10 @@ def read(path: str) -> pd.DataFrame:
     table = raw[["date", *COLUMNS]].copy()
     # the reader every data file shares: the day in its own zone, day or month first as the
     # whole column says, an unreadable date named with its row
-    from hitchhiker.environments.prices import read_dates  # here: a data-step module
+    from hitchhiker.environments.prices import read_times  # here: a data-step module
 
-    table["date"] = read_dates(table["date"], f"weather file {path}")
+    at = read_times(table["date"], f"weather file {path}")
+    table["date"] = at.dt.normalize()
     for c in COLUMNS:
         values = pd.to_numeric(table[c], errors="coerce")
         bad = values.isna() | ~np.isfinite(values)
@@ -90,10 +91,19 @@ def read(path: str) -> pd.DataFrame:
             day = table["date"][bad].iloc[0].date()
             raise HitchhikerError(f"weather file {path}: {c} on {day} is {table[c][bad].iloc[0]!r}, not a number")
         table[c] = values.astype(float)
-    table = table.sort_values("date").reset_index(drop=True)
+    order = table["date"].argsort(kind="stable")
+    table, at = table.iloc[order].reset_index(drop=True), at.iloc[order].reset_index(drop=True)
     step = table["date"].diff().dt.days
     if (step == 0).any():
-        raise HitchhikerError(f"weather file {path}: two rows for {table['date'][step == 0].iloc[0].date()}")
+        day = table["date"][step == 0].iloc[0]
+        times = at[table["date"] == day].drop_duplicates()
+        if len(times) > 1:
+            raise HitchhikerError(
+                f"weather file {path}: readings at {times.iloc[0]:%H:%M} and at {times.iloc[1]:%H:%M} on "
+                f"{day.date()}: several a day; the environment reads one row a day (the day's rain, high, low "
+                "and wind), so save the daily summary"
+            )
+        raise HitchhikerError(f"weather file {path}: two rows for {day.date()}")
     if (step > 1).any():
         after = table["date"][step > 1].iloc[0]
         before = table["date"][table.index[step > 1][0] - 1]
