@@ -93,14 +93,17 @@ def captured(overlap: int) -> float:
 
 def percentile_interval(stats, m: int, block: int, bounds=(-math.inf, math.inf)) -> tuple[float, float]:
     """95% interval from bootstrap statistics of a length-m series: their 2.5th and 97.5th
-    percentiles, widened about their median with overlapping horizons (block > 1: see above),
-    within ``bounds``, the values the statistic can take."""
+    percentiles; with overlapping horizons (block > 1: see above) widened about their median,
+    as far as ``bounds``, the values the statistic can take."""
     lo, mid, hi = np.percentile(stats, [2.5, 50, 97.5])
-    if block > 1:
-        k = m / block
-        widen = t975(k - 1) / Z * math.sqrt(k / (k - 1) / captured(block // 2))
-        lo, hi = mid - (mid - lo) * widen, mid + (hi - mid) * widen
-    return float(max(lo, bounds[0])), float(min(hi, bounds[1]))
+    if block == 1:
+        return float(lo), float(hi)
+    k = m / block
+    widen = t975(k - 1) / Z * math.sqrt(k / (k - 1) / captured(block // 2))
+    wide_lo, wide_hi = mid - (mid - lo) * widen, mid + (hi - mid) * widen
+    # up to the bounds, never narrower than the percentiles: a mean of equal values (sum /
+    # count) can lie an ulp outside [min, max], and so can its resamples' means
+    return float(min(lo, max(wide_lo, bounds[0]))), float(max(hi, min(wide_hi, bounds[1])))
 
 
 def interval_text(stat: dict | None, spec: str) -> str:
