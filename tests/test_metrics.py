@@ -134,16 +134,10 @@ def test_an_overlapping_interval_is_the_percentile_interval_widened_by_t_and_kep
     _, lo, hi = block_bootstrap_ci(hits, dates, block=8)
     assert 0 < lo < 30 / 32 and hi == 1.0
     assert percentile_interval(hits[block_resamples(32, 8, 0, BOOTSTRAP)].mean(1), 32, 8)[1] > 1
-    for block, m in ((1, 6), (8, 32), (8, 48)):  # every answer invalid: -0.05 each, six of them sum to -0.299...
-        penalties = np.full(m, -0.05)
-        mean, lo, hi = block_bootstrap_ci(penalties, pd.date_range("2020-01-02", periods=m), block)
-        assert lo <= mean <= hi and hi - lo < 1e-15, (
-            block,
-            m,
-            lo,
-            mean,
-            hi,
-        )  # (CI's tiny run: [-0.05, -0.05] and -0.04999...)
+    for block, m in ((1, 6), (8, 32), (8, 48)):  # every answer invalid: -0.05 each
+        # (CI's tiny run: six of them average to -0.049999999999999996, outside [-0.05, -0.05])
+        mean, lo, hi = block_bootstrap_ci(np.full(m, -0.05), pd.date_range("2020-01-02", periods=m), block)
+        assert lo <= mean <= hi and hi - lo < 1e-15, (block, m, lo, mean, hi)
     drawdowns = decision_stats(pd.DataFrame({"date": dates, "reward": x / 100}), horizon=20, stride=5)
     assert 0 <= drawdowns["max_drawdown"]["ci95"][0] <= drawdowns["max_drawdown"]["ci95"][1] <= 1
 
