@@ -13,6 +13,7 @@ from conftest import stage, tiny_config, write_config
 from hitchhiker.environments import baselines, hallucination, prompts
 from hitchhiker.metrics import (
     BOOTSTRAP,
+    Z,
     block_bootstrap_ci,
     block_bootstrap_median_ci,
     block_length,
@@ -125,7 +126,7 @@ def test_an_overlapping_interval_is_the_percentile_interval_widened_by_t_and_kep
     idx = block_resamples(32, 8, 3, BOOTSTRAP)
     p_lo, mid, p_hi = np.percentile(x[idx].mean(1), [2.5, 50, 97.5])
     assert [captured(overlap) for overlap in (2, 4, 1000)] == pytest.approx([7 / 8, 27 / 32, 5 / 6], rel=1e-3)
-    widen = t975(4 - 1) / 1.959964 * math.sqrt(4 / 3 / captured(4))  # four blocks of twice an overlap of 4: 2.04
+    widen = t975(4 - 1) / Z * math.sqrt(4 / 3 / captured(4))  # four blocks of twice an overlap of 4: 2.04
     assert (lo, hi) == pytest.approx((mid - (mid - p_lo) * widen, mid + (p_hi - mid) * widen))
     assert block_bootstrap_ci(x, dates, block=1, seed=3)[1:] == pytest.approx(
         tuple(np.percentile(x[block_resamples(32, 1, 3, BOOTSTRAP)].mean(1), [2.5, 97.5]))

@@ -16,7 +16,8 @@ bootstrap's median by three factors for its k = dates / 2L blocks:
 - 1 / sqrt(captured): blocks of 2L keep only part of the variance of overlapping sums
   (decisions j dates apart share 1 - j / L of their days, as when daily returns are
   uncorrelated), 7/8 of it at L = 2, falling towards 5/6 (:func:`captured`).
-It is then kept to the values the statistic can take. An interval needs at least two
+The widening stops at the values the statistic can take (a rate at 0 and 1) and never
+narrows the percentile interval. An interval needs at least two
 dates, and with overlap at least four blocks (8L dates); with fewer there is none (NaN; null
 in the JSON, "[too few dates]" in the tables), never a zero-width or unbounded one.
 
@@ -93,8 +94,9 @@ def captured(overlap: int) -> float:
 
 def percentile_interval(stats, m: int, block: int, bounds=(-math.inf, math.inf)) -> tuple[float, float]:
     """95% interval from bootstrap statistics of a length-m series: their 2.5th and 97.5th
-    percentiles; with overlapping horizons (block > 1: see above) widened about their median,
-    as far as ``bounds``, the values the statistic can take."""
+    percentiles; with overlapping horizons (block > 1, as block_length gives it: twice the
+    overlap) widened about their median, as far as ``bounds``, the values the statistic can
+    take."""
     lo, mid, hi = np.percentile(stats, [2.5, 50, 97.5])
     if block == 1:
         return float(lo), float(hi)
