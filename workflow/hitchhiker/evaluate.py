@@ -23,8 +23,8 @@ Metrics, per decoding mode (an episode of a multi-turn environment is one answer
   and drawdown.
 ``n`` gives the answers behind each figure. Intervals are 95%, from a block bootstrap over
 decision dates (states on the same date share a market, and overlapping horizons share
-days, so they are resampled together; with overlap the interval is widened for its few
-blocks: hitchhiker/metrics.py).
+days, so they are resampled together), widened for the few blocks it rests on:
+hitchhiker/metrics.py.
 
 Usage:
   python -m hitchhiker.evaluate --config config.yaml --round 1 --states results/default/states.parquet \\

@@ -152,8 +152,8 @@ class Environment:
     def answer_metrics(self, scored: pd.DataFrame, block: int, seed: int) -> dict:
         """The environment's own metrics of one policy's scored answers in one decoding mode
         (with the states' and outcomes' columns joined), for metrics.json: each a mean with a
-        block-bootstrap 95% interval over dates: metrics.block_bootstrap_ci with ``block``,
-        which widens the interval where horizons overlap. Default: none."""
+        block-bootstrap 95% interval over dates: metrics.block_bootstrap_ci with ``block``
+        (block_length's, which the interval's widening assumes). Default: none."""
         return {}
 
     def paired_metrics(self, scored: pd.DataFrame, base: pd.DataFrame, horizon: int, stride: int, seed: int) -> dict:
