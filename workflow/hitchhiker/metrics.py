@@ -6,10 +6,9 @@ bootstrap over decision dates: each date a block of its own without overlap (str
 horizon); with a stride shorter than the horizon neighbouring decisions share days, and the
 blocks are 2L dates long, L = ceil(horizon / stride) the overlap (blocks of L cut the
 dependence at every edge). The bootstrap's 2.5th to 97.5th percentile interval from k blocks
-is too narrow when k is small: without overlap it held a known truth 85-89% of the time on
-8 dates and 91-95% on 16-64, and 65-85% on 16-32 dates in blocks of the overlap
-(benchmarks/coverage).
-So it is widened about the bootstrap's median by
+is too narrow when k is small (benchmarks/coverage): without overlap it held a known truth
+85-89% of the time on 8 dates and 91-95% on 16-64, and in blocks of the overlap 65-85% on
+16-32 dates. So it is widened about the bootstrap's median by
 - t(k - 1) / z, Student's t over the normal's 97.5% quantile (k block means, their spread
   estimated from themselves);
 - sqrt(k / (k - 1)): the bootstrap's variance of a mean divides by k, not k - 1;
