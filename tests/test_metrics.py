@@ -119,9 +119,10 @@ def test_t975_matches_students_table():
 
 def test_an_interval_is_the_percentile_interval_widened_by_t_and_kept_in_range():
     """With k blocks the percentile interval is widened about the resamples' median by
-    t(k - 1) / z, sqrt(k / (k - 1)) and, with overlap, 1 / sqrt(captured) (benchmarks/coverage:
-    unwidened, from blocks of the overlap alone, intervals held the truth 65-85% of the time on
-    16-32 dates, and 85-95% on 8-64 dates without overlap), and never leaves the values the mean can take."""
+    t(k - 1) / z, sqrt(k / (k - 1)) and, with overlap, 1 / sqrt(captured), and never leaves
+    the values the mean can take (benchmarks/coverage: unwidened, intervals held the truth
+    85-95% of the time on 8-64 dates without overlap, and 65-85% on 16-32 dates in blocks of
+    the overlap alone)."""
     x = np.random.default_rng(4).normal(size=32)
     dates = pd.date_range("2020-01-02", periods=32)
     assert [captured(overlap) for overlap in (1, 2, 4, 1000)] == pytest.approx([1, 7 / 8, 27 / 32, 5 / 6], rel=1e-3)
