@@ -1,5 +1,6 @@
 """grpo_train: the replayed groups are the stored ones, and training moves the policy."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -170,31 +171,60 @@ def test_two_cpu_processes_train_on_the_same_data_as_one(base_run, tmp_path):
         torch.testing.assert_close(weights[0][k], weights[1][k], rtol=0, atol=5e-3)
 
 
+def test_the_sampler_gives_each_epoch_the_order_an_uninterrupted_run_gives_it():
+    """A fresh sampler told its epoch (as a resumed run's is) draws what TRL's sampler draws at
+    that pass, and TRL's draws go on changing from epoch to epoch."""
+    from trl.trainer.utils import RepeatSampler
+
+    from hitchhiker.replay_trainer import ResumableRepeatSampler
+
+    def args():
+        return dict(data_source=range(10), mini_repeat_count=4, batch_size=2, repeat_count=1, seed=7)
+
+    trl = RepeatSampler(**args())
+    uninterrupted = [list(trl) for _ in range(4)]
+    assert len({tuple(order) for order in uninterrupted}) == 4
+    for epoch, order in enumerate(uninterrupted):
+        resumed = ResumableRepeatSampler(**args())
+        resumed.set_epoch(epoch)
+        assert list(resumed) == order
+
+
 @pytest.mark.slow
-def test_a_killed_run_resumes_from_its_last_checkpoint_and_ends_with_the_same_weights(base_run, tmp_path):
+def test_a_killed_run_resumes_from_any_checkpoint_and_ends_with_the_same_weights(base_run, tmp_path):
+    """Resumed from inside the first epoch, at its end and inside the second, the run ends at
+    the uninterrupted run's weights. The tiny config trains 4 steps an epoch, 2 epochs: the kill
+    lands after checkpoint-6, and copies of its checkpoints cut at 3 and 4 give the other two
+    resume points without depending on when the kill lands."""
     train = {**tiny_config()["train"], "lora": {"enabled": False}, "epochs": 2, "save_steps": 1}
     cfg = write_config(tmp_path / "c.yaml", tiny_config(train=train))
     buffer = _round1_buffer(cfg, base_run, tmp_path)
     common = ["--config", cfg, "--round", "1", "--buffer", buffer, "--policy", base_run / "policy" / "round_0"]
-    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
-    stage("grpo_train", *common, "--out", whole)
+    stage("grpo_train", *common, "--out", tmp_path / "whole")
+    whole = load_file(tmp_path / "whole" / "model" / "model.safetensors")
 
-    proc = subprocess.Popen([sys.executable, "-m", "hitchhiker.grpo_train", *map(str, common), "--out", str(resumed)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    work = tmp_path / ".resumed-trainer"
+    killed = [sys.executable, "-m", "hitchhiker.grpo_train", *map(str, common), "--out", str(tmp_path / "killed")]
+    proc = subprocess.Popen(killed, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    work = tmp_path / ".killed-trainer"
     deadline = time.time() + 300
-    while not (work / "checkpoint-3" / "trainer_state.json").exists():
-        assert proc.poll() is None and time.time() < deadline, "grpo_train ended before its third checkpoint"
+    while not (work / "checkpoint-6" / "trainer_state.json").exists():
+        assert proc.poll() is None and time.time() < deadline, "grpo_train ended before its sixth checkpoint"
         time.sleep(0.05)
     proc.kill()
     proc.wait()
-    assert not resumed.exists()
-    again = stage("grpo_train", *common, "--out", resumed)
-    assert "resuming from checkpoint-" in again.stdout
-    assert not work.exists()  # checkpoints go once the policy is written
-    a, b = (load_file(d / "model" / "model.safetensors") for d in (whole, resumed))
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-6)
+    assert not (tmp_path / "killed").exists()
+    for step in (3, 4):
+        copy = shutil.copytree(work, tmp_path / f".cut{step}-trainer")
+        for later in copy.glob("checkpoint-*"):
+            if int(later.name.split("-")[1]) > step:
+                shutil.rmtree(later)
+    for name, step in (("cut3", "3"), ("cut4", "4"), ("killed", "[67]")):
+        again = stage("grpo_train", *common, "--out", tmp_path / name)
+        assert re.search(f"resuming from checkpoint-{step}\\b", again.stdout), (name, again.stdout)
+        assert not (tmp_path / f".{name}-trainer").exists()  # checkpoints go once the policy is written
+        resumed = load_file(tmp_path / name / "model" / "model.safetensors")
+        greatest = max(float((resumed[k] - whole[k]).abs().max()) for k in whole)
+        assert greatest <= 1e-6, f"resumed from {name}: weights differ by up to {greatest:.3g}"
 
 
 @pytest.mark.slow

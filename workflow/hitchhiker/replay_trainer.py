@@ -1,7 +1,7 @@
 """ReplayGRPOTrainer: TRL's GRPOTrainer trained on stored samples, in fewer FLOPs.
 
 TRL owns the objective (loss variants, clipping, KL, env_mask, LoRA, DeepSpeed). This
-subclass changes two things only:
+subclass changes three things:
 
 - **Off-policy correction for replayed samples.** The samples were drawn by the policy of an
   earlier round, at a per-state temperature, while TRL scores them with the policy being
@@ -19,8 +19,14 @@ subclass changes two things only:
   loss forward's own logprobs, detached, and the ratio is computed from them there, with
   TRL's modes and metric names. Off, the step is TRL's own, row by row, with its extra pass.
 
-tests/test_shared_prompt.py checks that both give the same logprobs, gradients and weights,
-and fails if TRL stops routing through the methods overridden here.
+- **Resumable order.** TRL's sampler seeds its generator once, when it is built, and draws a
+  new order at every pass; a run resumed from a checkpoint builds a new sampler, whose next
+  epoch would repeat the first epoch's order, ending at other weights than an uninterrupted
+  run. ResumableRepeatSampler gives each epoch the order an uninterrupted run gives it.
+
+tests/test_shared_prompt.py checks that both steps give the same logprobs, gradients and
+weights, and fails if TRL stops routing through the methods overridden here;
+tests/test_grpo_train.py resumes from inside an epoch, at its end and inside the next.
 
 Import it after grpo_train._skip_trl_vllm_import (it imports TRL's trainer).
 """
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import torch
 from trl import GRPOTrainer
+from trl.trainer.utils import RepeatSampler
 
 from hitchhiker import shared_prompt
 
@@ -45,6 +52,22 @@ def keep_lora_inputs_in_bf16(model) -> None:
             module.cast_input_dtype_enabled = False
 
 
+class ResumableRepeatSampler(RepeatSampler):
+    """TRL's RepeatSampler, whose order in epoch e does not depend on how the run got there.
+
+    transformers calls set_epoch before each epoch, also in a resumed run (whose RNG state it
+    restores, but not this sampler's own generator). The generator is reseeded and the e
+    earlier epochs' orders drawn again, so an uninterrupted run's orders stay as TRL draws them;
+    seeding with seed + epoch, as torch's DistributedSampler does, would be shorter but would
+    change every multi-epoch run's results (the default run trains two epochs)."""
+
+    def set_epoch(self, epoch: int) -> None:
+        if self.shuffle:
+            self.generator.manual_seed(self.seed)
+            for _ in range(epoch):
+                torch.randperm(self.num_samples, generator=self.generator)
+
+
 class ReplayGRPOTrainer(GRPOTrainer):
     def __init__(self, *args, importance_sampling: bool, share_prompt: bool, **kwargs):
         super().__init__(*args, **kwargs)
@@ -54,6 +77,12 @@ class ReplayGRPOTrainer(GRPOTrainer):
         self._ratio_for = None  # the inputs whose importance ratio the next forward with grad computes
         if share_prompt and self.args.bf16:
             keep_lora_inputs_in_bf16(self.model)
+
+    def _get_train_sampler(self, dataset=None):
+        trl = super()._get_train_sampler(dataset)
+        return ResumableRepeatSampler(
+            trl.data_source, trl.mini_repeat_count, trl.batch_size, trl.repeat_count, trl.shuffle, trl.seed
+        )
 
     def _ratio_from_loss_forward(self) -> bool:
         generate_every = self.args.steps_per_generation * self.num_iterations
