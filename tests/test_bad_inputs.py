@@ -185,8 +185,8 @@ def _score(config: str) -> list[str]:
     return ["score", "--config", config, "--round", "1", *inputs, "--out", "O"]
 
 
-def _grpo_train(buffer: str) -> list[str]:
-    return ["grpo_train", "--config", "C", "--round", "1", "--buffer", buffer, "--policy", "P", "--out", "O"]
+def _grpo_train(buffer: str, round_: str = "1") -> list[str]:
+    return ["grpo_train", "--config", "C", "--round", round_, "--buffer", buffer, "--policy", "P", "--out", "O"]
 
 
 def _evaluate(round_: str) -> list[str]:
@@ -209,7 +209,10 @@ def _evaluate(round_: str) -> list[str]:
         (_grpo_train("S"), "states.parquet: DuckDB cannot open it"),  # another artifact as the buffer
         (_grpo_train("D"), "replay buffer D lacks table(s) states, outcomes, prompts, rollouts, scores"),
         ([*_score("C"), "--previous", "D"], "previous replay buffer D lacks table(s) states, outcomes"),
-        (_evaluate("1"), "round_0 is round 0's policy, not --round 1's"),  # summarize would call it round 1's
+        # another round's policy, whose outputs would be named and summarized as the wrong round's
+        (_evaluate("1"), "round_0 is round 0's policy; --round 1 evaluates round 1's"),
+        (_rollout("--round", "2"), "round_0 is round 0's policy; --round 2 rolls out round 1's"),
+        (_grpo_train("D", "2"), "round_0 is round 0's policy; --round 2 trains from round 1's"),
         (["fetch_prices", "--config", "missing.yaml", "--out", "O"], "config file missing.yaml does not exist"),
         (["fetch_prices", "--config", "{not json", "--out", "O"], "--config: not valid JSON"),
         (["fetch_prices", "--config", "LIST", "--out", "O"], "is not a mapping"),

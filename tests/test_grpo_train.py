@@ -304,8 +304,10 @@ def test_the_replay_window_trains_on_the_last_rounds_even_when_a_state_repeats(b
     samples = replay(str(buffer), "tiny", 2, rounds=2)
     assert samples.group.nunique() == 16 and set(samples["round"]) == {1, 2}
     assert len(replay(str(buffer), "tiny", 2, rounds=1).group.unique()) == 8
+    shutil.copytree(base_run / "policy" / "round_0", tmp_path / "round_1")  # the base model as round 1's policy
+    policy.write_spec(tmp_path / "round_1", policy.read_spec(tmp_path / "round_1")["model"], 1)
     proc = stage("grpo_train", "--config", cfg, "--round", "2", "--buffer", buffer,
-                 "--policy", base_run / "policy" / "round_0", "--out", tmp_path / "policy")  # fmt: skip
+                 "--policy", tmp_path / "round_1", "--out", tmp_path / "policy")  # fmt: skip
     assert "round 2, grpo on 16 groups x 4" in proc.stdout
 
 

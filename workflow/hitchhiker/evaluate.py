@@ -34,8 +34,6 @@ Usage:
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
@@ -86,9 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg = config.load(args.config, set(SECTIONS))
     # summarize pairs each round with round 0 by the round recorded here: a policy evaluated
     # under another round's number would be reported as that round's
-    trained = policy.read_spec(Path(args.policy)).get("round")
-    if trained is not None and trained != args.round:
-        raise cli.HitchhikerError(f"--policy {args.policy} is round {trained}'s policy, not --round {args.round}'s")
+    policy.require_round(args.policy, args.round, f"--round {args.round} evaluates")
     ev, seed = cfg["evaluate"], cfg["seed"]
     states = held_out_states(artifacts.read_parquet(args.states, artifacts.STATES), ev["split"], ev["max_states"], seed)
     if states.empty:

@@ -130,6 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True, help="policy directory of round r to write")
     args = p.parse_args(argv)
     cfg = config.load(args.config, set(SECTIONS))
+    policy.require_round(args.policy, args.round - 1, f"--round {args.round} trains from")
     _skip_trl_vllm_import()
     if not torch.cuda.is_available():
         lm_head.use_on_cpu()

@@ -41,6 +41,15 @@ def read_spec(policy_dir: Path) -> dict:
     return spec
 
 
+def require_round(policy_dir: str | Path, expected: int, stage: str) -> None:
+    """Refuse a policy directory whose policy.json records another round than ``expected``:
+    each stage names what it writes by --round, so another round's policy would be rolled
+    out, trained from or reported as the wrong round's (``stage`` says what --round asks)."""
+    trained = read_spec(Path(policy_dir)).get("round")
+    if trained is not None and trained != expected:
+        raise HitchhikerError(f"--policy {policy_dir} is round {trained}'s policy; {stage} round {expected}'s")
+
+
 def model_ref(policy_dir: str | Path) -> str:
     """The path or hub id that ``from_pretrained`` should load for a policy directory."""
     policy_dir = Path(policy_dir)

@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg = config.load(args.config, set(SECTIONS))
     if args.round < 1:
         raise cli.HitchhikerError(f"--round {args.round}: rounds start at 1")
+    policy.require_round(args.policy, args.round - 1, f"--round {args.round} rolls out")
     ro = cfg["rollout"]
     rng = np.random.default_rng([cfg["seed"], args.round])
     train = artifacts.read_parquet(args.states, artifacts.STATES).query("split == 'train'").reset_index(drop=True)
