@@ -195,7 +195,8 @@ def _vllm_rollout(base_run, tmp_path, name, policy_dir=None, **rollout):
     cfg = write_config(tmp_path / f"{name}.yaml", tiny_config(rollout={"backend": "vllm", **rollout}))
     out = tmp_path / f"{name}.parquet"
     policy_dir = policy_dir or base_run / "policy" / "round_0"
-    stage("rollout", "--config", cfg, "--round", "1", "--states", base_run / "states.parquet",
+    round_ = policy.read_spec(Path(policy_dir))["round"] + 1  # the round that rolls this policy out
+    stage("rollout", "--config", cfg, "--round", round_, "--states", base_run / "states.parquet",
           "--policy", policy_dir, "--out", out, "--prompts", prompts_of(out))  # fmt: skip
     return pd.read_parquet(out)
 
