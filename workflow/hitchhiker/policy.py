@@ -41,13 +41,14 @@ def read_spec(policy_dir: Path) -> dict:
     return spec
 
 
-def require_round(policy_dir: str | Path, expected: int, stage: str) -> None:
+def require_round(policy_dir: str | Path, expected: int, asks: str) -> None:
     """Refuse a policy directory whose policy.json records another round than ``expected``:
     each stage names what it writes by --round, so another round's policy would be rolled
-    out, trained from or reported as the wrong round's (``stage`` says what --round asks)."""
+    out, trained from or reported as the wrong round's. ``asks`` is what --round asks for
+    ("--round 2 rolls out")."""
     trained = read_spec(Path(policy_dir)).get("round")
     if trained is not None and trained != expected:
-        raise HitchhikerError(f"--policy {policy_dir} is round {trained}'s policy; {stage} round {expected}'s")
+        raise HitchhikerError(f"--policy {policy_dir} is round {trained}'s policy; {asks} round {expected}'s")
 
 
 def model_ref(policy_dir: str | Path) -> str:
