@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -279,8 +281,21 @@ def main(argv: list[str] | None = None) -> None:
             f"on {acc.num_processes} process(es){how} -> {args.out}{cli.device_note()}"
         )
     trainer.accelerator.wait_for_everyone()
-    if torch.distributed.is_initialized():  # torn down before the interpreter: a rank that exits with
-        torch.distributed.destroy_process_group()  # gloo's threads still running aborts (seen under ZeRO-3)
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+        # Every rank has written what it writes and met the others. Gloo's worker threads can
+        # outlive the call above (a core dump showed four still running: something, DeepSpeed
+        # by the look of it, keeps handles on the groups), and one that drops the last
+        # reference to a finished all-gather while the interpreter shuts down must take the
+        # GIL, cannot, and aborts its rank: "terminate called without an active exception",
+        # SIGABRT (1 in 80 ZeRO-3 runs here; gdb on the core showed ProcessGroupGloo's
+        # AsyncWork destructor in take_gil under Py_FinalizeEx; the same abort is
+        # pytorch/pytorch#179291, a fix abandoned). So the workers end without the
+        # interpreter's shutdown: flush, then exit 0.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
