@@ -18,6 +18,8 @@ Usage:
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 # neither imports pandas nor pyarrow: see main
@@ -53,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
 
         keys = artifacts.read_table(
             args.rollouts, artifacts.ROLLOUTS, ["round", "state_id", "sample_idx", "completion", "answers"]
-        ).to_pandas()
+        ).to_pandas(types_mapper=_arrow_lists)  # each row's answers a list of str, Arrow-backed
         if set(keys["round"]) != {args.round}:
             raise cli.HitchhikerError(
                 f"{args.rollouts} holds rounds {sorted(set(keys['round']))}, not --round {args.round}"
@@ -87,5 +89,20 @@ def main(argv: list[str] | None = None) -> None:
     )
 
 
+def _arrow_lists(arrow_type):
+    """pandas' dtype for an Arrow list column: kept in Arrow (NumPy's, an array object per
+    row, costs 0.03 s of the 100k-rollout benchmark's second); None for the default."""
+    import pandas as pd
+    import pyarrow as pa
+
+    return pd.ArrowDtype(arrow_type) if pa.types.is_list(arrow_type) else None
+
+
 if __name__ == "__main__":
     cli.run(main)
+    # Skip the interpreter's teardown, which frees pandas', pyarrow's and DuckDB's modules
+    # one by one: 0.07-0.09 s of the 100k-rollout benchmark's second. Safe here: the buffer
+    # is closed and in place, the thread pools are shut down, and nothing else is open.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
