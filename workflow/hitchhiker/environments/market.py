@@ -189,18 +189,17 @@ class Market(PriceData):
             hallucination,
         )  # here: a code input of the stages that score (base.CALLED_BY)
 
-        out, seen = outcomes, states_  # by position: pos and at are rows
-        pos, at = _rows(samples["state_id"], out["state_id"]), _rows(samples["state_id"], seen["state_id"])
+        pos, at = _rows(samples["state_id"], outcomes["state_id"]), _rows(samples["state_id"], states_["state_id"])
         lacking = samples["state_id"][(pos < 0) | (at < 0)]  # score says which file lacks it, before this
         if len(lacking):
             raise HitchhikerError(f"state {lacking.iloc[0]} of a sample has no state or no outcome to score it by")
-        k_state = lists.lengths(out["forward_returns"])
-        fwd_state = lists.padded(out["forward_returns"], fill=0.0)
+        k_state = lists.lengths(outcomes["forward_returns"])
+        fwd_state = lists.padded(outcomes["forward_returns"], fill=0.0)
         frame = answers.score_many(
-            samples["completion"], out["format"].to_numpy()[pos], fwd_state[pos], k_state[pos], reward_cfg
+            samples["completion"], outcomes["format"].to_numpy()[pos], fwd_state[pos], k_state[pos], reward_cfg
         ).set_axis(samples.index)
         claims = hallucination.check_many(
-            samples["completion"], seen["prompt"].to_numpy()[at], seen["tickers"].to_numpy()[at]
+            samples["completion"], states_["prompt"].to_numpy()[at], states_["tickers"].to_numpy()[at]
         )
         w = lists.padded(frame["weights"], fwd_state.shape[1], 0.0)  # k per valid answer, none per invalid
         frame["correct"] = correct(w, frame["valid"].to_numpy(), fwd_state[pos], k_state[pos])
