@@ -107,3 +107,30 @@ def test_rankings_fit_a_buffer_whose_first_round_ranked_nothing(tmp_path):
         _write(tmp_path / f"r{r}.duckdb", previous, r, tables, scores)
     sql = "SELECT round, ranking FROM scores ORDER BY round, sample_idx"
     assert _count(tmp_path / "r2.duckdb", sql) == [(1, []), (1, []), (2, [1, 0]), (2, [])]
+
+
+def test_scores_longer_than_a_row_group_go_in_whole_and_in_order(tmp_path):
+    # the scores go to DuckDB as Arrow batches of a row group, scanned on its two threads
+    # (buffer._scannable): the rows, their order, types and NULLs as DuckDB's own scan of the
+    # frame gives them
+    n = 2 * buffer.ROWS + 5
+    tables, _ = _round(1, [1], 1.0)
+    i = np.arange(n)
+    scores = pd.DataFrame(
+        {
+            "round": 1,
+            "state_id": i // 4,
+            "sample_idx": i % 4,
+            "reward": np.where(i % 7 == 0, np.nan, i / n),
+            "invalid_reason": np.where(i % 3 == 0, None, "no answer"),
+            "weights": [[0.5, 0.5]] * n,
+        }
+    )
+    _write(tmp_path / "r1.duckdb", None, 1, tables, scores)
+    with duckdb.connect() as con:
+        con.register("frame", scores)
+        expected = con.execute("SELECT * FROM frame").fetchall()
+        described = con.execute("DESCRIBE SELECT * FROM frame").fetchall()
+    assert len(expected) == n and expected[0][4] is None and expected[1][3] is not None
+    assert _count(tmp_path / "r1.duckdb", "SELECT * EXCLUDE (run) FROM scores") == expected
+    assert _count(tmp_path / "r1.duckdb", "DESCRIBE SELECT * EXCLUDE (run) FROM scores") == described

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # not imported here: score opens the buffer before pandas and
     import pandas as pd
     import pyarrow as pa
 
+ROWS = 16_384  # a row group (see write)
 KEYS = {  # each table's key after run; writing a round again replaces the round's rows
     "states": ["state_id"],
     "outcomes": ["state_id"],
@@ -80,14 +81,16 @@ def write(out: str | Path, previous: str | Path | None, run: str, round_: int) -
     with atomic.path(out) as tmp:
         if previous:
             shutil.copyfile(previous, tmp)
-        # threads=1: each insert runs on the thread that executes it, with a connection of its
-        # own. Row groups of 16,384 rows (DuckDB's default is 122,880): each insert then
-        # compresses and writes its rows itself, where a smaller append waited for one
-        # single-threaded checkpoint at the end (benchmarks/score: 1.35 -> 1.1 s at 100k
-        # rollouts, a file 1.3x the size). Two threads, one a core: an insert submitted while
-        # the other is under way starts at once.
-        with duckdb.connect(config={"threads": 1}) as con, ThreadPoolExecutor(2) as pool:
-            con.execute("ATTACH ? AS buffer (ROW_GROUP_SIZE 16384)", [str(tmp)])
+        # Each insert runs on the pool's thread that executes it, with a connection of its own;
+        # threads=2 gives DuckDB one worker more, with which it scans a table in batches
+        # (:func:`_scannable`) on both cores: the scores, the insert the caller waits for last.
+        # Row groups of ROWS (DuckDB's default is 122,880): each insert then compresses and
+        # writes its rows itself, where a smaller append waited for one single-threaded
+        # checkpoint at the end (benchmarks/score: 1.35 -> 1.1 s at 100k rollouts, a file 1.3x
+        # the size). Two pool threads, one a core: an insert submitted while the other is under
+        # way starts at once.
+        with duckdb.connect(config={"threads": 2}) as con, ThreadPoolExecutor(2) as pool:
+            con.execute(f"ATTACH ? AS buffer (ROW_GROUP_SIZE {ROWS})", [str(tmp)])
             round_rows = Round(con, pool, run, round_)
             yield round_rows  # on an error, leaving the pool waits for the inserts under way
             round_rows.wait()
@@ -98,7 +101,7 @@ def _insert(con, run: str, round_: int, tables: dict[str, pd.DataFrame | pa.Tabl
     # table names are our constants; values always travel as parameters or registered frames
     con.execute("USE buffer")  # here, not on the caller's thread, which a checkpoint below would hold up
     for name, table in tables.items():
-        con.register(f"{name}_in", con.read_parquet(str(table)) if isinstance(table, Path) else table)
+        con.register(f"{name}_in", con.read_parquet(str(table)) if isinstance(table, Path) else _scannable(table))
         # the columns are the environment's: each table takes the first round's
         con.execute(f"CREATE TABLE IF NOT EXISTS {name} AS SELECT ''::VARCHAR AS run, * FROM {name}_in LIMIT 0")
     # created outside the transaction: a table created inside it and filled with more than
@@ -118,6 +121,17 @@ def _insert(con, run: str, round_: int, tables: dict[str, pd.DataFrame | pa.Tabl
     con.execute("FORCE CHECKPOINT buffer")
     for name in tables:
         con.unregister(f"{name}_in")
+
+
+def _scannable(table: pd.DataFrame | pa.Table) -> pd.DataFrame | pa.Table:
+    """``table`` as Arrow in batches of a row group, which DuckDB scans on all its threads; a
+    pandas frame, or an Arrow table in one batch, it scans on one (the scores' insert at 100k
+    rollouts: 0.11 -> 0.06 s)."""
+    import pyarrow as pa  # here: loaded by the time a table comes from memory (see score)
+
+    if not isinstance(table, pa.Table):
+        table = pa.Table.from_pandas(table, preserve_index=False)
+    return pa.Table.from_batches(table.to_batches(ROWS), table.schema)
 
 
 def replay(buffer: str | Path, run: str, round_: int, rounds: int = 1) -> pd.DataFrame:
