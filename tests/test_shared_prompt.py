@@ -80,18 +80,22 @@ def test_the_cpu_head_replaces_what_trl_still_calls():
 
 
 @pytest.mark.parametrize("softcap, scale", [(None, 1.0), (30.0, 0.5)])
-def test_the_cpu_head_gives_trls_logprobs_entropies_and_gradients(softcap, scale):
+def test_the_cpu_head_gives_trls_logprobs_statistics_and_gradients(softcap, scale):
     from trl.kernels import ChunkedLogProbFunction
+    from trl.kernels.chunked_logprob import OPTIONAL_OUTPUTS
 
     g = torch.Generator().manual_seed(0)
     hidden = torch.randn(9, 16, generator=g, requires_grad=True)
     weight = torch.randn(50, 16, generator=g, requires_grad=True)
     targets = torch.randint(0, 50, (9,), generator=g)
+    targets[:4] = (hidden @ weight.T)[:4].argmax(-1)  # four labels the top token, for is_top1
+    outputs = ("log_probs", *OPTIONAL_OUTPUTS)  # all TRL computes: DPO's head asks for them all but one
     got = {}
     for name, head in (("ours", lm_head.PlainLogProbs), ("trl", ChunkedLogProbFunction)):
-        logp, entropy, *_ = head.apply(hidden, weight, None, targets, 0.7, 32, softcap, scale, ("log_probs", "entropy"))
+        logp, entropy, *stats = head.apply(hidden, weight, None, targets, 0.7, 32, softcap, scale, outputs)
         grads = torch.autograd.grad(logp.sum() + 0.3 * entropy.sum(), (hidden, weight))  # 32: two vocabulary tiles
-        got[name] = (logp, entropy, *grads)
+        got[name] = (logp, entropy, *stats, *grads)
+    assert got["ours"][4].sum() == 4  # is_top1
     for ours, trl_ in zip(got["ours"], got["trl"], strict=True):
         torch.testing.assert_close(ours, trl_, atol=1e-5, rtol=1e-5)
 

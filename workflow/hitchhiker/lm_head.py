@@ -14,7 +14,9 @@ Measured on SmolLM2-135M (bf16, 16 completions a step, prompts shared), these we
 training step. :func:`use_on_cpu` makes the head project only labelled positions and compute
 their logprobs (and entropies) with one matmul and one log_softmax, differentiated by
 autograd; on a CPU the (tokens x vocabulary) logits of the labelled positions fit easily.
-Same values within float rounding (tests/test_shared_prompt.py compares against TRL's own).
+DPO's statistics for its log (the mean logit, whether the label is the top token, and WPO's
+log of the summed squared probabilities) come from the same logits. Same values within float
+rounding (tests/test_shared_prompt.py compares every output against TRL's own).
 """
 
 from __future__ import annotations
@@ -27,18 +29,17 @@ class PlainLogProbs:
 
     @staticmethod
     def apply(hidden, weight, bias, targets, temperature, chunk_size, softcap=None, logit_scale=1.0, outputs=()):
-        if set(outputs) - {"log_probs", "entropy"}:  # statistics this head does not compute: TRL's own
-            from trl.kernels import ChunkedLogProbFunction
-
-            return ChunkedLogProbFunction.apply(
-                hidden, weight, bias, targets, temperature, chunk_size, softcap, logit_scale, outputs
-            )
         z = torch.nn.functional.linear(hidden, weight, bias).float() * logit_scale  # bf16 matmul under autocast
         if softcap is not None:
             z = softcap * torch.tanh(z / softcap)
-        logp = torch.log_softmax(z / temperature, dim=-1)
+        z = z / temperature
+        logp = torch.log_softmax(z, dim=-1)
         entropy = -(logp.exp() * logp).sum(-1) if "entropy" in outputs else None
-        return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1), entropy, None, None, None
+        with torch.no_grad():  # statistics for the log, as TRL's (non-differentiable there too)
+            log_sum_sq_probs = torch.logsumexp(2 * logp, -1) if "log_sum_sq_probs" in outputs else None
+            mean_logits = z.mean(-1) if "mean_logits" in outputs else None
+            is_top1 = z.argmax(-1) == targets if "is_top1" in outputs else None  # the first maximum, as TRL's
+        return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1), entropy, log_sum_sq_probs, mean_logits, is_top1
 
 
 def use_on_cpu() -> None:
