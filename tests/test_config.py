@@ -119,7 +119,10 @@ def test_the_default_config_sets_only_what_it_changes():
             lambda c: c["train"].update(objective="best_answers", importance_sampling={"enabled": True}),
             "train.importance_sampling.enabled = true applies only to train.objective = grpo, not best_answers",
         ),
-        (lambda c: c["train"].update(objective="dpo", share_prompt=True), "train.share_prompt = true applies only"),
+        (
+            lambda c: c["train"].update(objective="best_answers", share_prompt=True),
+            "train.share_prompt = true applies only to train.objective = dpo or full_information or grpo",
+        ),
         (lambda c: c["train"].update(objective="dpo", beta=0.04), "train.beta = 0.04 applies only"),
         (
             lambda c: c["train"].update(dpo={"margin": 0.01}),

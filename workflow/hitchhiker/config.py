@@ -224,7 +224,7 @@ READ_BY = {
     ("importance_sampling", "enabled"): {"grpo"},
     ("importance_sampling", "mode"): {"grpo"},
     ("importance_sampling", "cap"): {"grpo"},
-    ("share_prompt",): {"grpo", "full_information"},
+    ("share_prompt",): {"grpo", "dpo", "full_information"},
     ("dpo", "beta"): {"dpo"},
     ("dpo", "margin"): {"dpo"},
     ("full_information", "rationale"): {"full_information"},

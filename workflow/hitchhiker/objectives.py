@@ -10,7 +10,8 @@ tokens the policy sampled, never decoded and tokenized again), model_mask and re
 - dpo (:func:`dpo_pairs`): one pair per group, drawn once per epoch: the group's best sample
   chosen and its worst rejected (the first by sample index among equals), where their rewards
   differ by more than train.dpo.margin; a group whose samples all earned the same gives none.
-  TRL's DPOTrainer; its reference is the round's starting policy (with LoRA, the model with
+  TRL's DPOTrainer (hitchhiker.dpo_trainer: each pair's prompt computed once, with
+  train.share_prompt); its reference is the round's starting policy (with LoRA, the model with
   the adapter off), whose logprobs TRL computes once before training
   (precompute_ref_log_probs). Not the buffer's behaviour logprobs: those were taken at each
   state's sampling temperature (rollout.temperature_eps jitters it), and DPO's reference is
@@ -147,12 +148,9 @@ def trainer(cfg: dict, samples: pd.DataFrame, priced: pd.DataFrame | None, model
             share_prompt=share,
         )
     if objective == "dpo":
-        from trl import DPOConfig, DPOTrainer
+        from trl import DPOConfig
 
-        class TokenizedDPOTrainer(DPOTrainer):
-            # our rows are the sampled token ids already, which TRL would take for text to tokenize
-            def _prepare_dataset(self, dataset, *args, **kwargs):
-                return dataset
+        from hitchhiker.dpo_trainer import TokenizedDPOTrainer
 
         pairs = dpo_pairs(samples, tr["dpo"]["margin"])
         if pairs.empty:
@@ -160,8 +158,9 @@ def trainer(cfg: dict, samples: pd.DataFrame, priced: pd.DataFrame | None, model
         args = DPOConfig(**common, beta=tr["dpo"]["beta"], precompute_ref_log_probs=True, max_length=None)
         data = Dataset.from_pandas(pairs[["prompt_ids", "chosen_ids", "rejected_ids"]], preserve_index=False)
         return TokenizedDPOTrainer(
-            model=model, args=args, train_dataset=data, processing_class=tokenizer, peft_config=peft_config
-        )
+            model=model, args=args, train_dataset=data, processing_class=tokenizer, peft_config=peft_config,
+            share_prompt=tr["share_prompt"] is not False,
+        )  # fmt: skip
     if objective == "best_answers":
         from trl import SFTConfig, SFTTrainer
 

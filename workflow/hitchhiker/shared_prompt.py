@@ -133,23 +133,25 @@ def groups_in_chunks(
     return [torch.tensor(c, device=input_ids.device) for c in chunks]
 
 
-def per_token_logps(
-    model,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    completion_len: int,
-    eager: bool,
+# the per-token fields of TRL's fused LM head output (trl.trainer.utils.FusedCausalLMOutput);
+# a head computes those its add_fused_lm_head(outputs=...) names, the rest are None
+FIELDS = ("log_probs", "entropy", "log_sum_sq_probs", "mean_logits", "is_top1")
+
+
+def fused_fields(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_len: int, eager: bool,
     batch_size: int | None = None,
-    compute_entropy: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(N, T) logprobs of each completion token (and entropies), the prompts shared.
+) -> dict[str, torch.Tensor]:  # fmt: skip
+    """Each field of FIELDS the fused head computes, (N, T), at each completion token, the
+    prompts shared; the rows in TRL's GRPO layout (:func:`pack`).
 
     ``model`` is TRL's model, whose forward takes ``fused_lm_head=True`` and pre-shifted
     ``shift_labels`` (trl.trainer.utils.add_fused_lm_head): temperature, logit scaling and the
     LM head's dtype are TRL's. Call it inside the accelerator's autocast, as TRL does.
     """
     t = completion_len
-    logps, entropies, order = [], [], []
+    got: dict[str, list[torch.Tensor]] = {}
+    order = []
     dtype = next(model.parameters()).dtype if eager else None
     for rows in groups_in_chunks(input_ids, attention_mask, t, batch_size or input_ids.shape[0]):
         packed = pack(input_ids[rows], attention_mask[rows], t)
@@ -160,9 +162,63 @@ def per_token_logps(
             shift_labels=packed.shift_labels,
             fused_lm_head=True,
         )
-        logps.append(out.log_probs.reshape(-1)[packed.index])
-        if compute_entropy:
-            entropies.append(out.entropy.reshape(-1)[packed.index])
+        for name in FIELDS:
+            if getattr(out, name) is not None:
+                got.setdefault(name, []).append(getattr(out, name).reshape(-1)[packed.index])
         order.append(rows)
     back = torch.argsort(torch.cat(order))  # chunk order -> row order
-    return torch.cat(logps)[back], torch.cat(entropies)[back] if compute_entropy else None
+    return {name: torch.cat(parts)[back] for name, parts in got.items()}
+
+
+def per_token_logps(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    completion_len: int,
+    eager: bool,
+    batch_size: int | None = None,
+    compute_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(N, T) logprobs of each completion token (and entropies), the prompts shared (:func:`fused_fields`)."""
+    out = fused_fields(model, input_ids, attention_mask, completion_len, eager, batch_size)
+    return out["log_probs"], out["entropy"] if compute_entropy else None
+
+
+def fused_output_flush_left(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor, eager: bool
+):
+    """TRL's fused-head output for rows as TRL's DPO collator lays them out, each row its
+    prompt then its completion, flush left and right-padded, ``labels`` the completion's ids
+    and IGNORE elsewhere: every per-token field (N, L - 1) where the unshared call puts it,
+    zero (False) off the completions, as TRL's head leaves them. The rows are relaid in the
+    GRPO layout (prompts left-padded, completions right-padded) and computed by
+    :func:`fused_fields`, so the rows that share a prompt (a DPO pair's chosen and rejected
+    answer) compute it once. None where a row is not so laid out (a truncated row, an empty
+    prompt or no completion at all): the caller computes it unshared.
+    """
+    from trl.trainer.utils import FusedCausalLMOutput
+
+    n, width = input_ids.shape
+    dev = input_ids.device
+    real, scored = attention_mask.bool(), labels != IGNORE
+    plen, clen = (real & ~scored).sum(1), scored.sum(1)
+    cols = torch.arange(width, device=dev)
+    laid_out = cols < (plen + clen)[:, None]
+    if not (torch.equal(real, laid_out) and torch.equal(scored, laid_out & (cols >= plen[:, None]))):
+        return None
+    if (plen == 0).any() or int(clen.max()) == 0:
+        return None
+    p_w, t = int(plen.max()), int(clen.max())
+    at = torch.arange(p_w, device=dev) - (p_w - plen)[:, None]  # left-padded prompt column -> row column
+    in_prompt = at >= 0
+    within = torch.arange(t, device=dev) < clen[:, None]  # right-padded completion column j: row column plen + j
+    comp_at = (plen[:, None] + torch.arange(t, device=dev)).clamp(max=width - 1)
+    ids = torch.cat([torch.where(in_prompt, input_ids.gather(1, at.clamp(min=0)), 0),
+                     torch.where(within, input_ids.gather(1, comp_at), 0)], 1)  # fmt: skip
+    mask = torch.cat([in_prompt, within], 1).long()
+    fields = fused_fields(model, ids, mask, t, eager)
+    # completion token j of row i is predicted at position plen_i - 1 + j of TRL's shifted output
+    row, col = torch.arange(n, device=dev)[:, None].expand(n, t), plen[:, None] - 1 + torch.arange(t, device=dev)
+    where = (row[within], col[within])
+    out = {name: v.new_zeros((n, width - 1)).index_put(where, v[within]) for name, v in fields.items()}
+    return FusedCausalLMOutput(label_mask=scored[:, 1:], **out)
