@@ -138,3 +138,13 @@ def base_run(tmp_path_factory):
         d / "outcomes.parquet",
     )
     return d
+
+
+@pytest.fixture(scope="session")
+def tok(base_run):
+    """The tiny base policy's tokenizer (the shared-prompt trainers' tests)."""
+    from hitchhiker import policy
+
+    return policy.load_tokenizer(
+        str(base_run / "policy" / "round_0"), {"name_or_path": "tiny", "trust_remote_code": False}
+    )

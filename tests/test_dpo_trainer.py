@@ -14,7 +14,7 @@ import pytest
 import torch
 from datasets import Dataset
 from peft import LoraConfig
-from test_shared_prompt import _head, _model, tok  # noqa: F401 (tok: a fixture)
+from test_shared_prompt import _head, _model
 from trl import DPOConfig
 
 from conftest import devices
@@ -35,7 +35,7 @@ def _pairs(vocab: int) -> list[dict]:
     return [dict(prompt_ids=prompts[p], chosen_ids=ids(c), rejected_ids=ids(r)) for p, c, r in shapes]
 
 
-def _trainer(tok, pairs, share, tmp_path, attn="sdpa", device="cpu", weighting=False):  # noqa: F811
+def _trainer(tok, pairs, share, tmp_path, attn="sdpa", device="cpu", weighting=False):
     args = DPOConfig(
         output_dir=str(tmp_path / f"d{share}"), per_device_train_batch_size=len(pairs), num_train_epochs=1,
         learning_rate=1.0, optim="sgd", report_to=[], use_cpu=device == "cpu", bf16=False, logging_steps=1,
@@ -55,7 +55,7 @@ def _trainer(tok, pairs, share, tmp_path, attn="sdpa", device="cpu", weighting=F
 
 
 @pytest.mark.parametrize("attn, weighting", [("sdpa", False), ("eager", True)])
-def test_the_fused_heads_outputs_and_gradients_equal_the_unshared_ones(tok, tmp_path, attn, weighting):  # noqa: F811
+def test_the_fused_heads_outputs_and_gradients_equal_the_unshared_ones(tok, tmp_path, attn, weighting):
     pairs = _pairs(len(tok))
     trainer = _trainer(tok, pairs, True, tmp_path, attn, weighting=weighting)
     batch = trainer.data_collator(pairs)
@@ -82,7 +82,7 @@ def test_the_fused_heads_outputs_and_gradients_equal_the_unshared_ones(tok, tmp_
         assert (ours_grads[name] - g).norm() <= 1e-4 * g.norm(), name
 
 
-def test_rows_not_laid_out_as_trls_collator_lays_them_are_left_to_trl(tok, tmp_path):  # noqa: F811
+def test_rows_not_laid_out_as_trls_collator_lays_them_are_left_to_trl(tok, tmp_path):
     pairs = _pairs(len(tok))
     trainer = _trainer(tok, pairs, True, tmp_path)
     batch = trainer.data_collator(pairs)
@@ -98,7 +98,7 @@ def test_rows_not_laid_out_as_trls_collator_lays_them_are_left_to_trl(tok, tmp_p
 
 
 @pytest.mark.parametrize("device", devices())
-def test_one_training_step_ends_at_the_same_weights(tok, tmp_path, device, monkeypatch):  # noqa: F811
+def test_one_training_step_ends_at_the_same_weights(tok, tmp_path, device, monkeypatch):
     pairs = _pairs(len(tok))
     calls, inner = [], shared_prompt.fused_fields
     monkeypatch.setattr(

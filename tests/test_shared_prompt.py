@@ -21,7 +21,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from trl import GRPOConfig
 
 from conftest import devices
-from hitchhiker import lm_head, policy, shared_prompt
+from hitchhiker import lm_head, shared_prompt
 from hitchhiker.grpo_train import environment_reward, replay_rollout_func
 from hitchhiker.replay_trainer import ReplayGRPOTrainer
 
@@ -132,12 +132,6 @@ def _batch(samples: pd.DataFrame, pad: int, order=None):
         ids[i, p_w - len(p) : p_w], mask[i, p_w - len(p) : p_w] = torch.tensor(p), 1
         ids[i, p_w : p_w + len(c)], mask[i, p_w : p_w + len(c)] = torch.tensor(c), 1
     return ids, mask
-
-
-@pytest.fixture(scope="module")
-def tok(base_run):
-    model_cfg = {"name_or_path": "tiny", "trust_remote_code": False}
-    return policy.load_tokenizer(str(base_run / "policy" / "round_0"), model_cfg)
 
 
 def _logps_and_grads(trainer, ids, mask, batch_size=None):
