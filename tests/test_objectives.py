@@ -182,16 +182,44 @@ def test_each_objective_runs_every_stage_of_the_dag(objective, extra, before_tra
             assert row.rewards == pytest.approx(list(mine.reward))
 
 
-def test_the_rationale_option_adds_the_best_answers_loss_on_the_models_tokens():
-    from hitchhiker.full_information import best_answers_loss
+BEST = [  # BATCH with best samples: the first's middle token an environment's (mask 0), none for the second
+    {**BATCH[0], "best_ids": BATCH[0]["prompt_ids"] + [9, 3, 4], "best_mask": [0] * 5 + [1, 0, 1]},
+    {**BATCH[1], "best_ids": [], "best_mask": []},
+    {**BATCH[2], "best_ids": BATCH[2]["prompt_ids"] + [6, 7], "best_mask": [0] * 7 + [1, 1]},
+]
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_the_rationale_adds_each_best_samples_likelihood_on_the_models_tokens(attn, tmp_path):
+    from transformers import TrainingArguments
+
+    from hitchhiker.full_information import FullInformationTrainer
 
     model = _llama()
-    rows = [
-        {"best_ids": [1, 5, 9, 3, 4], "best_mask": [0, 0, 1, 0, 1]},
-        {"best_ids": [2, 6, 7], "best_mask": [0, 1, 1]},
-    ]
-    logp = torch.log_softmax(model(input_ids=torch.tensor([[1, 5, 9, 3, 4]])).logits, -1)[0]
-    logp2 = torch.log_softmax(model(input_ids=torch.tensor([[2, 6, 7]])).logits, -1)[0]
-    # the tokens at mask 1 (9, 4; 6, 7), each predicted by the position before it
-    expected = -(logp[1, 9] + logp[3, 4] + logp2[0, 6] + logp2[1, 7]) / 4
-    torch.testing.assert_close(best_answers_loss(model, rows), expected, atol=1e-5, rtol=1e-5)
+    model.config._attn_implementation = attn
+
+    def alone(x):  # the trained tokens' log-likelihood, from one unpadded forward pass of the row
+        logp = torch.log_softmax(model(input_ids=torch.tensor([x["best_ids"]])).logits.float(), -1)[0]
+        return sum(logp[i - 1, t] for i, (t, m) in enumerate(zip(x["best_ids"], x["best_mask"], strict=True)) if m)
+
+    actions = [_alone(model, x["prompt_ids"], a) for x in BEST for a in x["action_ids"]]
+    expected = torch.stack([*actions, alone(BEST[0]), alone(BEST[2])])
+    grads = {}
+    for share in (True, False):
+        model.zero_grad()
+        logps, owner = action_logps(model, BEST, share_prompt=share, eager=attn == "eager", best=True)
+        assert owner == [0, 0, 1, 1, 1, 2, 2, 0, 2]  # the actions, then the best samples
+        torch.testing.assert_close(logps, expected, atol=1e-5, rtol=1e-5)
+        (logps * torch.linspace(0.5, 1.5, len(logps))).sum().backward()
+        grads[share] = torch.cat([p.grad.flatten() for p in model.parameters()])
+    torch.testing.assert_close(grads[True], grads[False], atol=1e-5, rtol=1e-4)
+    # the trainer adds best_answers' loss: the mean negative log-likelihood of the 4 trained tokens
+    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[])
+    loss = {
+        rationale: FullInformationTrainer(model=model, args=args, share_prompt=True, rationale=rationale).compute_loss(
+            model, {"rows": BEST}
+        )
+        for rationale in ("untrained", "best_answers")
+    }
+    sft = -(alone(BEST[0]) + alone(BEST[2])) / 4
+    torch.testing.assert_close(loss["best_answers"] - loss["untrained"], sft, atol=1e-5, rtol=1e-5)

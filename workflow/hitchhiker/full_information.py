@@ -31,8 +31,9 @@ a transformers Trainer with its own compute_loss, so checkpoints, resumption, Lo
 accelerate and DeepSpeed are the Trainer's.
 
 With share_prompt (train.share_prompt, on by default) each state's prompt is computed once
-and its K actions attend to it (hitchhiker.shared_prompt's packing), and the LM head runs at
-the actions' positions only; off, each (state, action) is its own row.
+and its K actions (and, with the rationale trained, its best sample) attend to it
+(hitchhiker.shared_prompt's packing); off, each (state, action) and each best sample is its
+own row. Either way the LM head runs at the completions' positions only.
 """
 
 from __future__ import annotations
@@ -43,19 +44,28 @@ from transformers import Trainer
 from hitchhiker import shared_prompt
 
 
-def _rows(batch: list[dict], device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
-    """Every (state, action) as a row: prompt left-padded, action right-padded (TRL's layout).
-    Returns input_ids, attention_mask, the actions' labels (IGNORE past each action's end)
-    and each row's state."""
-    pairs = [(x["prompt_ids"], a, s) for s, x in enumerate(batch) for a in x["action_ids"]]
-    p_w, t = max(len(p) for p, _, _ in pairs), max(len(a) for _, a, _ in pairs)
-    ids = torch.zeros((len(pairs), p_w + t), dtype=torch.long)
+def _rows(batch: list[dict], device, best: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+    """Every (state, action) as a row: prompt left-padded, action right-padded (TRL's layout);
+    with ``best``, then each state's best sample where it has one (objectives.best_answers),
+    its completion labelled on the model's own tokens (best_mask). Returns input_ids,
+    attention_mask, the labels (IGNORE past each completion's end and off the model's
+    tokens) and each row's state."""
+    rows = [(x["prompt_ids"], a, a, s) for s, x in enumerate(batch) for a in x["action_ids"]]
+    for s, x in enumerate(batch if best else []):
+        if x["best_ids"]:  # the same group's prompt, then its completion
+            p = len(x["prompt_ids"])
+            c, trained = x["best_ids"][p:], x["best_mask"][p:]
+            rows.append(
+                (x["prompt_ids"], c, [i if m else shared_prompt.IGNORE for i, m in zip(c, trained, strict=True)], s)
+            )
+    p_w, t = max(len(p) for p, *_ in rows), max(len(c) for _, c, *_ in rows)
+    ids = torch.zeros((len(rows), p_w + t), dtype=torch.long)
     mask = torch.zeros_like(ids)
-    labels = torch.full((len(pairs), t), shared_prompt.IGNORE, dtype=torch.long)
-    for i, (p, a, _) in enumerate(pairs):
-        ids[i, p_w - len(p) : p_w], mask[i, p_w - len(p) : p_w + len(a)] = torch.tensor(p), 1
-        ids[i, p_w : p_w + len(a)] = labels[i, : len(a)] = torch.tensor(a)
-    return ids.to(device), mask.to(device), labels.to(device), [s for _, _, s in pairs]
+    labels = torch.full((len(rows), t), shared_prompt.IGNORE, dtype=torch.long)
+    for i, (p, c, lab, _) in enumerate(rows):
+        ids[i, p_w - len(p) : p_w], mask[i, p_w - len(p) : p_w + len(c)] = torch.tensor(p), 1
+        ids[i, p_w : p_w + len(c)], labels[i, : len(c)] = torch.tensor(c), torch.tensor(lab)
+    return ids.to(device), mask.to(device), labels.to(device), [s for *_, s in rows]
 
 
 def _forward(model, ids, mask, position_ids, keep: int, eager: bool) -> torch.Tensor:
@@ -65,10 +75,13 @@ def _forward(model, ids, mask, position_ids, keep: int, eager: bool) -> torch.Te
     return torch.log_softmax(out.logits.float(), dim=-1)
 
 
-def action_logps(model, batch: list[dict], share_prompt: bool, eager: bool) -> tuple[torch.Tensor, list[int]]:
+def action_logps(
+    model, batch: list[dict], share_prompt: bool, eager: bool, best: bool = False
+) -> tuple[torch.Tensor, list[int]]:
     """log pi(action | prompt) of every (state, action) row of ``batch`` (rows of
-    objectives.action_rows), and each row's state."""
-    ids, mask, labels, owner = _rows(batch, next(model.parameters()).device)
+    objectives.action_rows), and each row's state; with ``best``, then the log-likelihood of
+    each best sample's model tokens (:func:`_rows`), its prompt shared with its actions'."""
+    ids, mask, labels, owner = _rows(batch, next(model.parameters()).device, best)
     t = labels.shape[1]
     if not share_prompt:
         # the last t + 1 positions: position p_w - 1 + j predicts the action's token j
@@ -119,25 +132,10 @@ def loss_and_stats(logps: torch.Tensor, owner: list[int], rewards: list[list[flo
     return loss, stats
 
 
-def best_answers_loss(model, rows: list[dict]) -> torch.Tensor:
-    """The mean negative log-likelihood of the rows' best samples on their model tokens
-    (best_mask), as SFTTrainer's completion-only loss computes it."""
-    width = max(len(x["best_ids"]) for x in rows)
-    ids = torch.zeros((len(rows), width), dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    labels = torch.full_like(ids, shared_prompt.IGNORE)
-    for i, x in enumerate(rows):
-        n = len(x["best_ids"])
-        ids[i, :n], mask[i, :n] = torch.tensor(x["best_ids"]), 1
-        trained = torch.tensor(x["best_mask"], dtype=torch.bool)
-        labels[i, :n] = ids[i, :n].masked_fill(~trained, shared_prompt.IGNORE)
-    device = next(model.parameters()).device
-    return model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)).loss
-
-
 class FullInformationTrainer(Trainer):
     """A transformers Trainer whose loss is :func:`loss_and_stats` on rows of
-    objectives.action_rows (plus, with rationale best_answers, :func:`best_answers_loss`);
+    objectives.action_rows (plus, with rationale best_answers, best_answers' loss on the best
+    samples, computed in the same pass, each state's prompt once for its actions and its best sample);
     logs full_information/p_best, full_information/picks_best (and best_answers_loss), means
     over the steps since the last log."""
 
@@ -152,11 +150,14 @@ class FullInformationTrainer(Trainer):
         attn = getattr(self.model.config, "_attn_implementation", None)
         # the packed rows need a 4D mask, which sdpa and eager take (as replay_trainer's step)
         share = self.share_prompt and attn in ("sdpa", "eager")
-        logps, owner = action_logps(model, rows, share, attn == "eager")
-        loss, stats = loss_and_stats(logps, owner, [x["rewards"] for x in rows])
-        best = [x for x in rows if x["best_ids"]]
-        if self.rationale == "best_answers" and best:
-            sft = best_answers_loss(model, best)
+        rationale = self.rationale == "best_answers" and any(x["best_ids"] for x in rows)
+        logps, owner = action_logps(model, rows, share, attn == "eager", best=rationale)
+        k = sum(len(x["action_ids"]) for x in rows)  # the actions' rows, then the best samples'
+        loss, stats = loss_and_stats(logps[:k], owner[:k], [x["rewards"] for x in rows])
+        if rationale:
+            # best_answers' loss (SFTTrainer's completion-only loss): the mean negative
+            # log-likelihood over every trained token of the batch's best samples
+            sft = -logps[k:].sum() / sum(sum(x["best_mask"]) for x in rows)
             loss = loss + sft
             stats["best_answers_loss"] = float(sft.detach())
         self._seen.append(stats)
