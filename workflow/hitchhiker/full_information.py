@@ -68,10 +68,14 @@ def _rows(batch: list[dict], device, best: bool) -> tuple[torch.Tensor, torch.Te
     return ids.to(device), mask.to(device), labels.to(device), [s for *_, s in rows]
 
 
-def _forward(model, ids, mask, position_ids, keep: int, eager: bool) -> torch.Tensor:
+def _forward(model, ids, mask, position_ids, columns: torch.Tensor, eager: bool) -> torch.Tensor:
     if eager and mask.dim() == 4:
         mask = shared_prompt.additive(mask, next(model.parameters()).dtype)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids, logits_to_keep=keep)
+    # the LM head at these columns only: as a tensor, transformers gathers them into a
+    # contiguous (rows x columns x hidden) block; as a count it slices the last columns, and
+    # torch multiplies a sliced (not contiguous) block by the head through a batched copy of
+    # its whole weight, per row, forward and backward (80% of the rationale's step)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids, logits_to_keep=columns)
     return torch.log_softmax(out.logits.float(), dim=-1)
 
 
@@ -84,16 +88,17 @@ def action_logps(
     ids, mask, labels, owner = _rows(batch, next(model.parameters()).device, best)
     t = labels.shape[1]
     if not share_prompt:
-        # the last t + 1 positions: position p_w - 1 + j predicts the action's token j
+        # position p_w - 1 + j predicts the completion's token j
         positions = (mask.cumsum(1) - 1).clamp(min=0)
-        logp = _forward(model, ids, mask, positions, t + 1, eager)[:, :t]
+        p_w = ids.shape[1] - t
+        logp = _forward(model, ids, mask, positions, torch.arange(p_w - 1, p_w - 1 + t, device=ids.device), eager)
         taken = logp.gather(2, labels.clamp(min=0)[..., None])[..., 0]
         return (taken * (labels != shared_prompt.IGNORE)).sum(1), owner
     packed = shared_prompt.pack(ids, mask, t)
     g, width = packed.input_ids.shape
     row_of, pos = packed.index // width, packed.index % width
-    # move each packed row's padding to its front, so that every row's action blocks end at
-    # the last column and the LM head need only run on the last `keep` positions
+    # move each packed row's padding to its front, so that every row's blocks end at the last
+    # column and the rows' scored positions fall in few columns, where the LM head runs
     end = torch.zeros(g, dtype=torch.long, device=ids.device).scatter_reduce(0, row_of[:, -1], pos[:, -1] + 1, "amax")
     shift = width - end
     roll = lambda x, s, dims: torch.roll(x, shifts=(s,) * len(dims), dims=dims)  # noqa: E731
@@ -106,10 +111,13 @@ def action_logps(
         )
     ]
     pos = pos + shift[row_of]
-    keep = int(width - pos[:, 0].min())
-    logp = _forward(model, inputs[0], inputs[2], inputs[1], keep, eager)
-    taken = logp[row_of, pos - (width - keep), labels.clamp(min=0)]
-    return (taken * (labels != shared_prompt.IGNORE)).sum(1), owner
+    scored = labels != shared_prompt.IGNORE
+    columns = torch.unique(pos[scored])  # the positions that predict a label, in any row
+    at = torch.zeros(width, dtype=torch.long, device=ids.device)
+    at[columns] = torch.arange(len(columns), device=ids.device)
+    logp = _forward(model, inputs[0], inputs[2], inputs[1], columns, eager)
+    taken = logp[row_of, at[pos], labels.clamp(min=0)]
+    return (taken * scored).sum(1), owner
 
 
 def loss_and_stats(logps: torch.Tensor, owner: list[int], rewards: list[list[float]]) -> tuple[torch.Tensor, dict]:
@@ -142,6 +150,10 @@ class FullInformationTrainer(Trainer):
     def __init__(self, *args, share_prompt: bool, rationale: str = "untrained", **kwargs):
         super().__init__(*args, data_collator=lambda rows: {"rows": rows}, **kwargs)
         self.share_prompt = share_prompt
+        if share_prompt and self.args.bf16:  # as the GRPO and DPO steps
+            from hitchhiker.replay_trainer import keep_lora_inputs_in_bf16
+
+            keep_lora_inputs_in_bf16(self.model)
         self.rationale = rationale
         self._seen: list[dict] = []
 
