@@ -134,7 +134,7 @@ def shared_prefill(model, ids: torch.Tensor, mask: torch.Tensor, n: int, shared:
     # the logits are not needed, only the cache; the LM head runs at one position, named as a
     # tensor: as the count 1, transformers slices the hidden states' last column, and torch
     # multiplies that non-contiguous (rows x 1 x hidden) block by the head through a copy of
-    # the head's whole weight per row (SmolLM2, 64 rows of 160 tokens: 6.8 s; gathered, 15 ms)
+    # the head's whole weight per row (SmolLM2's head, 8 rows of 160 tokens: 0.59 s; gathered, 4.5 ms)
     if shared:
         model(input_ids=ids[:1, :shared], position_ids=positions[:1, :shared],
               past_key_values=cache, use_cache=True, logits_to_keep=_last(shared, ids.device))  # fmt: skip
