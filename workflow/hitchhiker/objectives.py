@@ -111,6 +111,7 @@ def trainer(cfg: dict, samples: pd.DataFrame, priced: pd.DataFrame | None, model
 
     tr, group = cfg["train"], cfg["rollout"]["samples_per_state"]
     objective = tr["objective"]
+    share = tr["share_prompt"] is not False  # null: on for each objective that reads it
     if objective == "grpo":
         import torch
         from trl import GRPOConfig
@@ -119,7 +120,6 @@ def trainer(cfg: dict, samples: pd.DataFrame, priced: pd.DataFrame | None, model
         from hitchhiker.replay_trainer import ReplayGRPOTrainer
 
         sampling = tr["importance_sampling"]
-        share = tr["share_prompt"] is not False
         args = GRPOConfig(
             **common,
             num_generations=group,
@@ -159,7 +159,7 @@ def trainer(cfg: dict, samples: pd.DataFrame, priced: pd.DataFrame | None, model
         data = Dataset.from_pandas(pairs[["prompt_ids", "chosen_ids", "rejected_ids"]], preserve_index=False)
         return TokenizedDPOTrainer(
             model=model, args=args, train_dataset=data, processing_class=tokenizer, peft_config=peft_config,
-            share_prompt=tr["share_prompt"] is not False,
+            share_prompt=share,
         )  # fmt: skip
     if objective == "best_answers":
         from trl import SFTConfig, SFTTrainer
@@ -183,6 +183,6 @@ def trainer(cfg: dict, samples: pd.DataFrame, priced: pd.DataFrame | None, model
         args=TrainingArguments(**common, remove_unused_columns=False),
         train_dataset=Dataset.from_pandas(rows.drop(columns="group"), preserve_index=False),
         processing_class=tokenizer,
-        share_prompt=tr["share_prompt"] is not False,
+        share_prompt=share,
         rationale=tr["full_information"]["rationale"],
     )
