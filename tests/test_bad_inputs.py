@@ -3,13 +3,14 @@ traceback, and nothing written."""
 
 import json
 import shutil
+import sys
 
 import duckdb
 import pandas as pd
 import pytest
 import yaml
 
-from conftest import stage, tiny_config, write_config
+from conftest import run, stage, tiny_config, write_config
 
 
 def cfg_case(mutate, message, cmd="fetch_prices"):
@@ -231,8 +232,9 @@ def test_bad_cli_arguments(args, message, tmp_path, base_run, monkeypatch):
     assert not (tmp_path / "O").exists()
 
 
-@pytest.mark.parametrize("lacking", [None, "states", "outcomes", "prompts"])
-def test_score_names_the_input_that_lacks_a_rollouts_state(lacking, tmp_path, base_run):
+def _score_inputs(tmp_path, base_run, lacking: str | None = None) -> list:
+    """Two rollouts of the base run's first two states, their states, outcomes and prompt ids
+    written to tmp_path (``lacking`` the second state's row), as score's input arguments."""
     states = pd.read_parquet(base_run / "states.parquet").head(2)
     ids = states.state_id.tolist()
     rollouts = {"completion_ids": [[1, 2]] * 2, "logprobs": [[-0.5, -0.5]] * 2, "model_mask": [[1, 1]] * 2}
@@ -246,16 +248,81 @@ def test_score_names_the_input_that_lacks_a_rollouts_state(lacking, tmp_path, ba
     }
     if lacking:
         inputs[lacking] = inputs[lacking].query("state_id != @ids[1]")
-    args = [x for name, frame in inputs.items() for x in (f"--{name}", tmp_path / f"{name}.parquet")]
     for name, frame in inputs.items():
         frame.to_parquet(tmp_path / f"{name}.parquet")
+    return [x for name in inputs for x in (f"--{name}", tmp_path / f"{name}.parquet")]
+
+
+@pytest.mark.parametrize("lacking", [None, "states", "outcomes", "prompts"])
+def test_score_names_the_input_that_lacks_a_rollouts_state(lacking, tmp_path, base_run):
+    args = _score_inputs(tmp_path, base_run, lacking)
     cfg = write_config(tmp_path / "c.yaml", tiny_config())
     proc = stage("score", "--config", cfg, "--round", "1", *args, "--out", tmp_path / "b.duckdb", check=False)
     if lacking is None:  # the control: these inputs score
         assert proc.returncode == 0, proc.stderr
         return
+    ids = pd.read_parquet(tmp_path / "rollouts.parquet").state_id.tolist()
     what = {"states": "no state", "outcomes": "no outcome", "prompts": "no prompt ids"}[lacking]
     _assert_one_line_error(proc, f"state {ids[1]} has {what} in {tmp_path / lacking}.parquet")
+    assert not (tmp_path / "b.duckdb").exists()
+
+
+# a user's environment, registered as a line in ENVIRONMENTS is: the market's, with its score's
+# frame broken as BREAK says (none: the control)
+BROKEN_ENVIRONMENT = """
+import os
+import pandas as pd
+from hitchhiker.environments.market import Market
+
+
+class Broken(Market):
+    def score(self, samples, states, outcomes, reward_cfg):
+        scored = super().score(samples, states, outcomes, reward_cfg)
+        return {
+            "none": lambda: scored,
+            "mixed column": lambda: scored.assign(note=[1, "one"]),
+            "reward as text": lambda: scored.assign(reward=scored.reward.map("{:.2f}".format)),
+            "count missing": lambda: scored.drop(columns="supported_claims"),
+            "indexed by state": lambda: scored.set_axis(samples["state_id"]),
+            "a sample column": lambda: scored.assign(state_id="x"),
+        }[os.environ["BREAK"]]()
+
+
+ENVIRONMENT = Broken("broken")
+"""
+RUN_SCORE = """
+from hitchhiker import cli, environments, score
+environments.ENVIRONMENTS["broken"] = "broken_env"
+cli.run(score.main)
+"""
+
+
+@pytest.mark.parametrize(
+    "broken, message",
+    [
+        ("none", None),
+        ("mixed column", "the broken environment's score: column note does not hold one type ("),
+        ("reward as text", "the broken environment's score: column reward is str, not numbers"),
+        ("count missing", "the broken environment's score returned no column(s) supported_claims"),
+        ("indexed by state", "returned 2 rows not indexed like its 2 samples (index=samples.index)"),
+        ("a sample column", "returned the samples' own column(s) state_id again"),
+    ],
+)
+def test_score_names_what_a_custom_environments_score_breaks(broken, message, tmp_path, base_run, monkeypatch):
+    """An environment's score is the user's code: a frame that breaks its contract stops
+    score in one line naming the column, with no buffer written, not in Arrow's or DuckDB's
+    traceback, or as rewards joined to the wrong samples."""
+    (tmp_path / "broken_env.py").write_text(BROKEN_ENVIRONMENT)
+    (tmp_path / "run_score.py").write_text(RUN_SCORE)
+    args = _score_inputs(tmp_path, base_run)
+    cfg = write_config(tmp_path / "c.yaml", tiny_config(environment="broken"))
+    monkeypatch.setenv("BREAK", broken)
+    proc = run(sys.executable, tmp_path / "run_score.py", "--config", cfg, "--round", "1", *args,
+               "--out", tmp_path / "b.duckdb", check=False)  # fmt: skip
+    if message is None:  # the control: the market's own frame, through the same runner
+        assert proc.returncode == 0, proc.stderr
+        return
+    _assert_one_line_error(proc, message)
     assert not (tmp_path / "b.duckdb").exists()
 
 

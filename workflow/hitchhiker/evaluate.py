@@ -96,7 +96,9 @@ def main(argv: list[str] | None = None) -> None:
     preds = rollout.sample(both, args.policy, cfg, temps, ev["samples_per_state"], seed, f"evaluate round {args.round}")
     preds.insert(1, "mode", np.where(preds["temperature"] == 0, "greedy", "sampled"))
     env = environments.get(cfg["environment"])
-    preds = pd.concat([preds, env.score(preds, states, outcomes, cfg["reward"])], axis=1)
+    preds = pd.concat(
+        [preds, environments.check_scored(env, env.score(preds, states, outcomes, cfg["reward"]), preds)], axis=1
+    )
     preds = preds.merge(states[["state_id", "date", "format", *env.state_columns]], on="state_id")
     preds = preds.merge(outcomes[["state_id", *env.outcome_columns]], on="state_id")
     preds.insert(0, "round", args.round)

@@ -72,11 +72,11 @@ def main(argv: list[str] | None = None) -> None:
             if missing:
                 raise cli.HitchhikerError(f"{args.rollouts}: state {min(missing)} has {what} in {path}")
         round_rows.insert({"states": states, "outcomes": outcomes})
-        scored = (
-            environments.get(cfg["environment"])
-            .score(keys, states.to_pandas(), outcomes.to_pandas(), cfg["reward"])
-            .rename(columns={"reward": "environment_reward"})
+        env = environments.get(cfg["environment"])
+        scored = environments.check_scored(
+            env, env.score(keys, states.to_pandas(), outcomes.to_pandas(), cfg["reward"]), keys
         )
+        scored = scored.rename(columns={"reward": "environment_reward"})
         scores = keys.drop(columns=["completion", "answers"]).join(scored)
         penalty, bonus = cfg["grounding"]["unsupported_claim_penalty"], cfg["grounding"]["supported_claim_bonus"]
         charged = scores["environment_reward"] - penalty * scores["unsupported_claims"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments.base import Environment
+from hitchhiker.environments.base import Environment, check_scored
 
 ENVIRONMENTS = {  # name: the module whose ENVIRONMENT it is
     "market": "hitchhiker.environments.market",
@@ -31,4 +31,4 @@ def get(name: str) -> Environment:
     return importlib.import_module(ENVIRONMENTS[name]).ENVIRONMENT
 
 
-__all__ = ["ENVIRONMENTS", "Environment", "get"]
+__all__ = ["ENVIRONMENTS", "Environment", "check_scored", "get"]

@@ -205,3 +205,41 @@ class Environment:
             prompt, words = self.practice_turn(cfg, rng, i)
             texts += [prompt, *(f"{w} because" for w in words)]
         return texts
+
+
+# the columns every environment's score returns besides its own; score and evaluate compute
+# with all but invalid_reason, so they must be numbers (valid a bool or a 0/1)
+SCORED = ("valid", "invalid_reason", "reward", "claims", "unsupported_claims", "supported_claims")
+
+
+def check_scored(env: Environment, scored, samples: pd.DataFrame) -> pd.DataFrame:
+    """``scored``, what ``env.score`` returned for ``samples``, if it keeps score's contract;
+    else HitchhikerError, in one line, naming what it breaks. A new environment's bug is found
+    here rather than as a traceback deep in a stage, or as answers silently joined to the wrong
+    samples: a frame indexed like the samples, SCORED's columns (numbers where the stages
+    compute), none of the samples' own columns again, and each column of one type (the buffer
+    and the predictions store one type a column)."""
+    import pyarrow as pa  # here: loaded by then, with pandas, in both stages that call this
+
+    what = f"the {env.name} environment's score"
+    if not isinstance(scored, pd.DataFrame):
+        raise HitchhikerError(f"{what} returned a {type(scored).__name__}, not a pandas DataFrame")
+    if not scored.index.equals(samples.index):
+        raise HitchhikerError(
+            f"{what} returned {len(scored)} rows not indexed like its {len(samples)} samples (index=samples.index)"
+        )
+    missing = [c for c in SCORED if c not in scored.columns]
+    if missing:
+        raise HitchhikerError(f"{what} returned no column(s) {', '.join(missing)} (base.py: SCORED)")
+    again = [c for c in scored.columns if c in samples.columns]
+    if again:
+        raise HitchhikerError(f"{what} returned the samples' own column(s) {', '.join(map(str, again))} again")
+    for name in SCORED:
+        if name != "invalid_reason" and not pd.api.types.is_numeric_dtype(scored[name]):
+            raise HitchhikerError(f"{what}: column {name} is {scored[name].dtype}, not numbers")
+    for name in scored.select_dtypes(include="object").columns:
+        try:
+            pa.array(scored[name], from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+            raise HitchhikerError(f"{what}: column {name} does not hold one type ({err})") from None
+    return scored
