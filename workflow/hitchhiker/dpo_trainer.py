@@ -47,17 +47,14 @@ class TokenizedDPOTrainer(DPOTrainer):
         self.share_prompt = share_prompt  # first: TRL's __init__ precomputes the reference logprobs
         super().__init__(*args, **kwargs)
         if share_prompt and self.args.bf16:
-            from hitchhiker.replay_trainer import keep_lora_inputs_in_bf16
-
-            keep_lora_inputs_in_bf16(self.model)
+            shared_prompt.keep_lora_inputs_in_bf16(self.model)
 
     def _prepare_dataset(self, dataset, *args, **kwargs):
         return dataset
 
     def _shared(self, model):
-        # the packed rows need a 4D mask, which sdpa and eager take (as replay_trainer's step)
-        attn = getattr(self.model.config, "_attn_implementation", None)
-        return SharedPrompt(model, attn == "eager") if self.share_prompt and attn in ("sdpa", "eager") else model
+        attn = shared_prompt.packed_attention(self.model)
+        return SharedPrompt(model, attn == "eager") if self.share_prompt and attn is not None else model
 
     def compute_ref_log_probs(self, model, inputs):
         return super().compute_ref_log_probs(self._shared(model), inputs)

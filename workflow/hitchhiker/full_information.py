@@ -151,17 +151,14 @@ class FullInformationTrainer(Trainer):
         super().__init__(*args, data_collator=lambda rows: {"rows": rows}, **kwargs)
         self.share_prompt = share_prompt
         if share_prompt and self.args.bf16:  # as the GRPO and DPO steps
-            from hitchhiker.replay_trainer import keep_lora_inputs_in_bf16
-
-            keep_lora_inputs_in_bf16(self.model)
+            shared_prompt.keep_lora_inputs_in_bf16(self.model)
         self.rationale = rationale
         self._seen: list[dict] = []
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         rows = inputs["rows"]
-        attn = getattr(self.model.config, "_attn_implementation", None)
-        # the packed rows need a 4D mask, which sdpa and eager take (as replay_trainer's step)
-        share = self.share_prompt and attn in ("sdpa", "eager")
+        attn = shared_prompt.packed_attention(self.model)
+        share = self.share_prompt and attn is not None
         rationale = self.rationale == "best_answers" and any(x["best_ids"] for x in rows)
         logps, owner = action_logps(model, rows, share, attn == "eager", best=rationale)
         k = sum(len(x["action_ids"]) for x in rows)  # the actions' rows, then the best samples'

@@ -40,18 +40,6 @@ from trl.trainer.utils import RepeatSampler
 from hitchhiker import shared_prompt
 
 
-def keep_lora_inputs_in_bf16(model) -> None:
-    """PEFT casts each LoRA layer's input to the adapter's dtype (float32 next to bf16 weights),
-    and autocast casts it back to bf16 for the matmul: two copies of every activation, a tenth
-    of a training step on the CPU. Under bf16 autocast the matmul is bf16 either way, so the
-    values are the same without them (peft.helpers.disable_input_dtype_casting, made lasting)."""
-    from peft.tuners.tuners_utils import BaseTunerLayer
-
-    for module in model.modules():
-        if isinstance(module, BaseTunerLayer):
-            module.cast_input_dtype_enabled = False
-
-
 class ResumableRepeatSampler(RepeatSampler):
     """TRL's RepeatSampler, whose order in epoch e does not depend on how the run got there.
 
@@ -76,7 +64,7 @@ class ReplayGRPOTrainer(GRPOTrainer):
         self.use_vllm = importance_sampling
         self._ratio_for = None  # the inputs whose importance ratio the next forward with grad computes
         if share_prompt and self.args.bf16:
-            keep_lora_inputs_in_bf16(self.model)
+            shared_prompt.keep_lora_inputs_in_bf16(self.model)
 
     def _get_train_sampler(self, dataset=None):
         trl = super()._get_train_sampler(dataset)
@@ -123,13 +111,13 @@ class ReplayGRPOTrainer(GRPOTrainer):
         self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, compute_entropy=False,
         compute_aux_loss=False, **extra,
     ):  # fmt: skip
-        attn = getattr(self.model.config, "_attn_implementation", None)
+        attn = shared_prompt.packed_attention(self.model)
         prompt_mask = attention_mask[:, : input_ids.shape[1] - logits_to_keep]
         if (
             not self.share_prompt
             or compute_aux_loss
             or any(v is not None for v in extra.values())
-            or attn not in ("sdpa", "eager")
+            or attn is None
             or not shared_prompt.left_padded(prompt_mask)
         ):
             logps, entropies, aux = super()._get_per_token_logps_and_entropies(

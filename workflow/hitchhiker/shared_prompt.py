@@ -36,6 +36,25 @@ IGNORE = -100  # TRL's (and transformers') label for "not scored"
 PAD_TO = {"cuda": 64}
 
 
+def packed_attention(model) -> str | None:
+    """The model's attention implementation if it takes the 4D mask of packed rows ("sdpa" or
+    "eager"); None for any other (flash attention takes no such mask): then nothing is shared."""
+    attn = getattr(model.config, "_attn_implementation", None)
+    return attn if attn in ("sdpa", "eager") else None
+
+
+def keep_lora_inputs_in_bf16(model) -> None:
+    """PEFT casts each LoRA layer's input to the adapter's dtype (float32 next to bf16 weights),
+    and autocast casts it back to bf16 for the matmul: two copies of every activation, a tenth
+    of a training step on the CPU. Under bf16 autocast the matmul is bf16 either way, so the
+    values are the same without them (peft.helpers.disable_input_dtype_casting, made lasting)."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    for module in model.modules():
+        if isinstance(module, BaseTunerLayer):
+            module.cast_input_dtype_enabled = False
+
+
 @dataclass
 class Packed:
     input_ids: torch.Tensor  # (G, L)
