@@ -5,6 +5,8 @@ two (the marginal rate and fixed cost, or, where start-up noise outweighs the ex
 plain "none measurable": CI's run of b2ed95d timed 376 states at 14.0 s and 752 at 12.1 s).
 The marginal rate refuses a slope it cannot measure."""
 
+import sys
+
 import pytest
 
 from conftest import ROOT, run
@@ -62,3 +64,17 @@ def test_the_marginal_rate_needs_two_sizes_and_more_time_for_more_work(rows, say
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(says), out
     assert len(out) == (2 if "between" in says else 1), out  # the fixed cost only beside a rate
+
+
+def test_a_timed_command_reports_its_own_peak_memory_not_the_benchmarks(monkeypatch):
+    """A child's ru_maxrss counts the pages it shares with its parent until it execs: a
+    command started by a benchmark holding its universe reported the benchmark's size."""
+    import numpy as np
+
+    monkeypatch.syspath_prepend(ROOT / "benchmarks")
+    from universe import timed
+
+    held = np.ones(50_000_000)  # 0.37 GB here, as a benchmark holds its generated universe
+    _, small = timed([sys.executable, "-c", "pass"])
+    _, large = timed([sys.executable, "-c", "import numpy as np; np.ones(40_000_000)"])  # 0.30 GB there
+    assert held.all() and small < 0.05 and 0.30 < large < 0.36, (small, large)
