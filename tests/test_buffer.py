@@ -1,6 +1,9 @@
 """The replay buffer's writer: rounds accumulate, a round written again replaces its rows, and
 an error while a round is written (score's scoring, or an insert) leaves no buffer behind."""
 
+import subprocess
+import sys
+
 import duckdb
 import numpy as np
 import pandas as pd
@@ -134,3 +137,16 @@ def test_scores_longer_than_a_row_group_go_in_whole_and_in_order(tmp_path):
     assert len(expected) == n and expected[0][4] is None and expected[1][3] is not None
     assert _count(tmp_path / "r1.duckdb", "SELECT * EXCLUDE (run) FROM scores") == expected
     assert _count(tmp_path / "r1.duckdb", "DESCRIBE SELECT * EXCLUDE (run) FROM scores") == described
+
+
+@pytest.mark.parametrize("given, backend", [(None, "system"), ("jemalloc", "jemalloc")])
+def test_a_stage_allocates_arrow_memory_through_malloc_unless_told_otherwise(given, backend, monkeypatch):
+    """hitchhiker/__init__.py sets Arrow's pool before any stage loads pyarrow (mimalloc's
+    huge-page segments cost score and build_states time and memory); a user's choice stands."""
+    if given:
+        monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", given)
+    else:
+        monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    code = "import hitchhiker.score, pyarrow as pa; print(pa.default_memory_pool().backend_name)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == backend

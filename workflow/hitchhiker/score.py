@@ -22,14 +22,6 @@ import os
 import sys
 from pathlib import Path
 
-# Arrow's allocations (reading the Parquet inputs, converting them to pandas) through the C
-# library's malloc, not the mimalloc bundled with pyarrow, whose fresh segments the kernel
-# backs with transparent huge pages and zeroes 2 MB at a time: at 100k rollouts a quarter of
-# the stage's CPU samples were the kernel's clear_page, half of them under mimalloc; with
-# malloc, 2%. benchmarks/score at 100k: 0.86-0.88 s against 0.91-0.96, peak 0.37 GB against
-# 0.49. Arrow reads the variable when it loads (pa.set_memory_pool later does not reach its
-# C++ readers), so it is set here, before anything imports it; a value the user set wins.
-os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 # neither imports pandas nor pyarrow: see main
 from hitchhiker import buffer, cli, config
 
