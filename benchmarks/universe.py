@@ -51,7 +51,7 @@ def tiny_policy(out: Path, tickers: list[str]) -> None:
 # seconds, exit status and peak RSS (kB) last. The kernel's peak RSS of a child (ru_maxrss)
 # counts the pages it shares with the process it was forked from until it execs, so a command
 # started by the benchmark itself, which holds its universe, reported the benchmark's size:
-# score at 100k rollouts 0.60 GB, for its own 0.38.
+# score at 100k rollouts 0.60 GB, for its own 0.49.
 _SHIM = """import os, subprocess, sys, time
 start = time.perf_counter()
 _, status, usage = os.wait4(subprocess.Popen(sys.argv[1:]).pid, 0)

@@ -267,7 +267,7 @@ def test_score_names_the_input_that_lacks_a_rollouts_state(lacking, tmp_path, ba
     assert not (tmp_path / "b.duckdb").exists()
 
 
-# a user's environment, registered as a line in ENVIRONMENTS is: the market's, with its score's
+# a user's environment, registered by a line in ENVIRONMENTS: the market's, with its score's
 # frame broken as BREAK says (none: the control)
 BROKEN_ENVIRONMENT = """
 import os
