@@ -150,3 +150,20 @@ def test_a_stage_allocates_arrow_memory_through_malloc_unless_told_otherwise(giv
     code = "import hitchhiker.score, pyarrow as pa; print(pa.default_memory_pool().backend_name)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == backend
+
+
+def test_a_column_missing_in_every_row_of_the_first_round_takes_a_later_rounds_type(tmp_path):
+    """A round with no invalid answer, or none that chose a label, stores that column as
+    DuckDB's type NULL; a later round's text in it was a ConversionException."""
+    t1, s1 = _round(1, [1, 2], 1.0)
+    _write(tmp_path / "r1.duckdb", None, 1, t1, s1.assign(action=None, ranking=None))
+    t2, s2 = _round(2, [3], 2.0)
+    _write(tmp_path / "r2.duckdb", tmp_path / "r1.duckdb", 2, t2, s2.assign(action=["A", None], ranking=None))
+    t3, s3 = _round(3, [4], 3.0)  # missing again in a later round: still stored
+    _write(tmp_path / "r3.duckdb", tmp_path / "r2.duckdb", 3, t3, s3.assign(action=None, ranking=[[1, 0], [0, 1]]))
+    got = _count(
+        tmp_path / "r3.duckdb", "SELECT round, action, ranking FROM scores ORDER BY round, state_id, sample_idx"
+    )
+    assert got == [(1, None, None)] * 4 + [(2, "A", None), (2, None, None), (3, None, [1, 0]), (3, None, [0, 1])]
+    types = dict(_count(tmp_path / "r3.duckdb", "SELECT column_name, data_type FROM information_schema.columns"))
+    assert types["action"] == "VARCHAR" and types["ranking"] == "BIGINT[]"

@@ -104,6 +104,7 @@ def _insert(con, run: str, round_: int, tables: dict[str, pd.DataFrame | pa.Tabl
         con.register(f"{name}_in", con.read_parquet(str(table)) if isinstance(table, Path) else _scannable(table))
         # the columns are the environment's: each table takes the first round's
         con.execute(f"CREATE TABLE IF NOT EXISTS {name} AS SELECT ''::VARCHAR AS run, * FROM {name}_in LIMIT 0")
+        _type_null_columns(con, name)
     # created outside the transaction: a table created inside it and filled with more than
     # one row group read back empty in the same connection after COMMIT (DuckDB 1.x)
     con.execute("BEGIN TRANSACTION")
@@ -121,6 +122,22 @@ def _insert(con, run: str, round_: int, tables: dict[str, pd.DataFrame | pa.Tabl
     con.execute("FORCE CHECKPOINT buffer")
     for name in tables:
         con.unregister(f"{name}_in")
+
+
+def _type_null_columns(con, name: str) -> None:
+    """A column the table was created with while all its values were missing (a round with no
+    invalid answer, or none that chose a label) has DuckDB's type NULL, into which no value
+    casts: it takes the type the same column has in the rows going in now, if they hold one."""
+    held = con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_catalog = 'buffer' AND table_name = ? "
+        """AND data_type = '"NULL"'""",
+        [name],
+    ).fetchall()
+    if held:
+        incoming = {column: kind for column, kind, *_ in con.execute(f"DESCRIBE SELECT * FROM {name}_in").fetchall()}
+        for (column,) in held:
+            if incoming.get(column, '"NULL"') != '"NULL"':
+                con.execute(f'ALTER TABLE {name} ALTER COLUMN "{column}" TYPE {incoming[column]}')
 
 
 def _scannable(table: pd.DataFrame | pa.Table) -> pa.Table:
