@@ -44,7 +44,7 @@ def tiny_policy(out: Path, tickers: list[str]) -> None:
     """The default tiny model and tokenizer, as a policy directory: the base_model stage's,
     its output shown only if it fails."""
     cfg = {"run": "bench", "data": {"tickers": tickers[:20]}}
-    timed([sys.executable, "-m", "hitchhiker.base_model", "--config", json.dumps(cfg), "--out", str(out)])
+    timed([sys.executable, "-m", "hitchhiker.stages.base_model", "--config", json.dumps(cfg), "--out", str(out)])
 
 
 # What timed runs a command under: a bare interpreter that starts it and prints its wall

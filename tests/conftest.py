@@ -92,7 +92,9 @@ def run(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.C
 
 
 def stage(name: str, *args, check: bool = True) -> subprocess.CompletedProcess:
-    return run(sys.executable, "-m", f"hitchhiker.{name}", *args, check=check)
+    """A stage's command (hitchhiker.stages.<name>), or grpo_train's launcher (launch)."""
+    module = "hitchhiker.launch" if name == "launch" else f"hitchhiker.stages.{name}"
+    return run(sys.executable, "-m", module, *args, check=check)
 
 
 def rollout_round1(cfg: Path, base: Path, out: Path, check: bool = True) -> subprocess.CompletedProcess:

@@ -53,7 +53,7 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 )
 def test_launch_picks_accelerate_on_gpus_or_with_a_config_and_torchrun_on_cpu(cuda, nproc, config_file, head):
     cmd = launch.command(nproc, config_file, ["--round", "1"], cuda)
-    assert cmd[: len(head)] == head and cmd[-4:] == ["-m", "hitchhiker.grpo_train", "--round", "1"]
+    assert cmd[: len(head)] == head and cmd[-4:] == ["-m", "hitchhiker.stages.grpo_train", "--round", "1"]
 
 
 def test_launch_sees_cuda_where_torch_does():

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hitchhiker.environments.answers import Action, parse, reward, score_many
+from hitchhiker.environments.market.answers import Action, parse, reward, score_many
 
 SIMPLE = {"invalid_penalty": -0.05, "cost_bps": 0, "benchmark": "none", "returns": "simple"}
 

@@ -1,4 +1,4 @@
-"""hitchhiker.attention: on the CPU, transformers' sdpa attention without copying a
+"""hitchhiker.training.attention: on the CPU, transformers' sdpa attention without copying a
 grouped-query model's key/value heads, and the same results.
 
 A real Llama architecture (random weights, 4 query heads on 2 key/value heads, float32 and
@@ -17,7 +17,7 @@ import torch
 import transformers.integrations.sdpa_attention as hf_sdpa
 from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM
 
-from hitchhiker import attention
+from hitchhiker.training import attention
 
 VOCAB = 50
 # each gradient's distance from transformers' own, relative to its norm: the key/value heads'
@@ -79,10 +79,12 @@ def test_same_logits_gradients_and_tokens_without_the_copies(monkeypatch, dtype)
     monkeypatch.setattr(hf_sdpa, "repeat_kv", lambda x, n: copies.append(n) or repeat(x, n))
     model = _model(dtype)
     theirs = _run(model, ours=False, copies=copies)
-    assert theirs["copied"], "transformers' sdpa no longer repeats key/value heads: hitchhiker.attention can go"
+    assert theirs["copied"], (
+        "transformers' sdpa no longer repeats key/value heads: hitchhiker.training.attention can go"
+    )
     copies.clear()
     ours = _run(model, ours=True, copies=copies)
-    assert copies == [], "hitchhiker.attention's sdpa still copied the key/value heads"
+    assert copies == [], "hitchhiker.training.attention's sdpa still copied the key/value heads"
     assert torch.equal(ours["logits"], theirs["logits"])
     for name, grad in theirs["grads"].items():
         apart = ((ours["grads"][name] - grad).float().norm() / grad.float().norm()).item()
@@ -92,7 +94,7 @@ def test_same_logits_gradients_and_tokens_without_the_copies(monkeypatch, dtype)
 
 
 def test_transformers_still_repeats_grouped_heads_under_a_mask():
-    """The day this fails, transformers passes grouped heads to torch itself: delete hitchhiker.attention."""
+    """The day this fails, transformers passes grouped heads to torch itself: delete hitchhiker.training.attention."""
     kv, mask = torch.zeros(1, 2, 3, 8), torch.ones(1, 1, 3, 3, dtype=torch.bool)
     assert not hf_sdpa.use_gqa_in_sdpa(mask, kv, kv)
 

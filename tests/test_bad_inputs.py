@@ -272,7 +272,7 @@ def test_score_names_the_input_that_lacks_a_rollouts_state(lacking, tmp_path, ba
 BROKEN_ENVIRONMENT = """
 import os
 import pandas as pd
-from hitchhiker.environments.market import Market
+from hitchhiker.environments.market.environment import Market
 
 
 class Broken(Market):
@@ -291,7 +291,8 @@ class Broken(Market):
 ENVIRONMENT = Broken("broken")
 """
 RUN_SCORE = """
-from hitchhiker import cli, environments, score
+from hitchhiker import cli, environments
+from hitchhiker.stages import score
 environments.ENVIRONMENTS["broken"] = "broken_env"
 cli.run(score.main)
 """

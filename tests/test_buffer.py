@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from hitchhiker import buffer
-from hitchhiker.environments import answers
+from hitchhiker.environments.market import answers
 
 
 def _round(r: int, states: list[int], reward: float) -> tuple[dict, pd.DataFrame]:
@@ -147,7 +147,7 @@ def test_a_stage_allocates_arrow_memory_through_malloc_unless_told_otherwise(giv
         monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", given)
     else:
         monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
-    code = "import hitchhiker.score, pyarrow as pa; print(pa.default_memory_pool().backend_name)"
+    code = "import hitchhiker.stages.score, pyarrow as pa; print(pa.default_memory_pool().backend_name)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == backend
 

@@ -18,8 +18,8 @@ from test_shared_prompt import _head, _model
 from trl import DPOConfig
 
 from conftest import devices
-from hitchhiker import shared_prompt
-from hitchhiker.dpo_trainer import SharedPrompt, TokenizedDPOTrainer
+from hitchhiker.training import shared_prompt
+from hitchhiker.training.dpo_trainer import SharedPrompt, TokenizedDPOTrainer
 
 
 def _pairs(vocab: int) -> list[dict]:

@@ -21,7 +21,8 @@ from transformers import AutoModelForCausalLM
 from conftest import prompts_of, rollout_round1, stage, tiny_config, write_config
 from hitchhiker import policy
 from hitchhiker.buffer import replay
-from hitchhiker.grpo_train import last_complete_checkpoint, replay_rollout_func
+from hitchhiker.stages.grpo_train import last_complete_checkpoint
+from hitchhiker.training.objectives.grpo import replay_rollout_func
 
 
 def _samples(states=3, group=4):
@@ -176,7 +177,7 @@ def test_the_sampler_gives_each_epoch_the_order_an_uninterrupted_run_gives_it():
     that pass, and TRL's draws go on changing from epoch to epoch."""
     from trl.trainer.utils import RepeatSampler
 
-    from hitchhiker.replay_trainer import ResumableRepeatSampler
+    from hitchhiker.training.replay_trainer import ResumableRepeatSampler
 
     def args():
         return dict(data_source=range(10), mini_repeat_count=4, batch_size=2, repeat_count=1, seed=7)
@@ -203,7 +204,14 @@ def test_a_killed_run_resumes_from_any_checkpoint_and_ends_with_the_same_weights
     stage("grpo_train", *common, "--out", tmp_path / "whole")
     whole = load_file(tmp_path / "whole" / "model" / "model.safetensors")
 
-    killed = [sys.executable, "-m", "hitchhiker.grpo_train", *map(str, common), "--out", str(tmp_path / "killed")]
+    killed = [
+        sys.executable,
+        "-m",
+        "hitchhiker.stages.grpo_train",
+        *map(str, common),
+        "--out",
+        str(tmp_path / "killed"),
+    ]
     proc = subprocess.Popen(killed, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     work = tmp_path / ".killed-trainer"
     deadline = time.time() + 300

@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from conftest import ROOT, run, stage, tiny_config, write_config
 from hitchhiker import policy
-from hitchhiker.environments import answers, prompts
+from hitchhiker.environments.market import answers, prompts
 
 pytestmark = pytest.mark.slow  # the signal-learning run
 

@@ -7,8 +7,9 @@ import pytest
 from conftest import tiny_config
 from hitchhiker import config
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments import get, hallucination, headlines, prompts
-from hitchhiker.environments import states as states_mod
+from hitchhiker.environments import get
+from hitchhiker.environments.market import hallucination, headlines, prompts
+from hitchhiker.environments.market import states as states_mod
 
 
 def _prices(n_days=400, tickers=("AAPL", "MSFT", "KO"), seed=1):
@@ -206,7 +207,8 @@ def test_validation_split_sits_between_train_and_test_with_embargoes():
 def test_the_budget_check_agrees_with_exact_token_counts(base_run):
     from transformers import AutoTokenizer
 
-    from hitchhiker import build_states, policy
+    from hitchhiker import policy
+    from hitchhiker.stages import build_states
 
     tok = AutoTokenizer.from_pretrained(base_run / "policy" / "round_0" / "model")
     texts = list(pd.read_parquet(base_run / "states.parquet").prompt)

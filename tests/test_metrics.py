@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import stage, tiny_config, write_config
-from hitchhiker.environments import baselines, hallucination, prompts
+from hitchhiker.environments.market import baselines, hallucination, prompts
+from hitchhiker.environments.market.metrics import brier, calibration, paired_rank_ic, rank_ic, spearman
 from hitchhiker.metrics import (
     BOOTSTRAP,
     Z,
@@ -18,18 +19,13 @@ from hitchhiker.metrics import (
     block_bootstrap_median_ci,
     block_length,
     block_resamples,
-    brier,
-    calibration,
     captured,
     decision_stats,
     max_drawdown,
-    paired_rank_ic,
     percentile_interval,
     portfolio_returns,
-    rank_ic,
     series_bootstrap_ci,
     sharpe,
-    spearman,
     t975,
 )
 

@@ -11,9 +11,10 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from conftest import ROOT, job_counts, run, tiny_config, write_config
-from hitchhiker import buffer, objectives
+from hitchhiker import buffer
 from hitchhiker.environments import get
-from hitchhiker.full_information import action_logps, loss_and_stats
+from hitchhiker.training.full_information import action_logps, loss_and_stats
+from hitchhiker.training.objectives import rows as objective_rows
 
 
 def _samples(rewards: dict[str, list[float]]) -> pd.DataFrame:
@@ -37,18 +38,18 @@ REWARDS = {
 
 
 def test_dpo_takes_each_groups_best_and_worst_where_they_differ_by_more_than_the_margin():
-    pairs = objectives.dpo_pairs(_samples(REWARDS), margin=0.0)
+    pairs = objective_rows.dpo_pairs(_samples(REWARDS), margin=0.0)
     assert list(pairs.group) == ["1/a", "1/c"]
     assert list(pairs.chosen_idx) == [0, 1] and list(pairs.rejected_idx) == [1, 0]
     assert pairs.prompt_ids.tolist() == [[7, 0], [7, 2]]
     assert pairs.chosen_ids.tolist() == [[0, 0, 99], [2, 1, 99]]
     assert pairs.rejected_ids.tolist() == [[0, 1, 99], [2, 0, 99]]
-    assert list(objectives.dpo_pairs(_samples(REWARDS), margin=0.02).group) == ["1/a"]
-    assert objectives.dpo_pairs(_samples({"1/b": REWARDS["1/b"]}), margin=0.0).empty
+    assert list(objective_rows.dpo_pairs(_samples(REWARDS), margin=0.02).group) == ["1/a"]
+    assert objective_rows.dpo_pairs(_samples({"1/b": REWARDS["1/b"]}), margin=0.0).empty
 
 
 def test_best_answers_are_each_groups_best_above_its_mean_with_the_loss_on_the_models_tokens():
-    rows = objectives.best_answers(_samples(REWARDS))
+    rows = objective_rows.best_answers(_samples(REWARDS))
     assert list(rows.group) == ["1/a", "1/c"] and list(rows.sample_idx) == [0, 1]
     assert rows.input_ids.tolist() == [[7, 0, 0, 0, 99], [7, 2, 2, 1, 99]]
     # the prompt is not trained, nor the environment's token (model_mask 0) in sample 0
@@ -162,7 +163,7 @@ def test_each_objective_runs_every_stage_of_the_dag(objective, extra, before_tra
         if "lr_scheduler" in extra:  # two steps of 4 states, both at the set rate (linear: the second at half)
             assert train_log.learning_rate.dropna().tolist() == [cfg["train"]["learning_rate"]] * 2
         if "full_information" in extra:  # the best answers' loss, in the rounds with a best answer above its mean
-            best = objectives.best_answers(buffer.replay(res / "buffer" / f"round_{r}.duckdb", name, r))
+            best = objective_rows.best_answers(buffer.replay(res / "buffer" / f"round_{r}.duckdb", name, r))
             key = "full_information/best_answers_loss"
             assert (key in train_log and train_log[key].notna().any()) == (not best.empty)
             rationale += not best.empty
@@ -174,7 +175,7 @@ def test_each_objective_runs_every_stage_of_the_dag(objective, extra, before_tra
             outcomes, {"invalid_penalty": -0.05, "returns": "simple", "cost_bps": 0, "benchmark": "none"}
         )
         tok = AutoTokenizer.from_pretrained(res / "policy" / "round_0" / "model")
-        rows = objectives.action_rows(samples, priced, tok)
+        rows = objective_rows.action_rows(samples, priced, tok)
         assert len(rows) == 8
         for row, sid in zip(rows.itertuples(), samples.groupby("group").state_id.first(), strict=True):
             mine = priced[priced.state_id == sid]
@@ -193,7 +194,7 @@ BEST = [  # BATCH with best samples: the first's middle token an environment's (
 def test_the_rationale_adds_each_best_samples_likelihood_on_the_models_tokens(attn, tmp_path):
     from transformers import TrainingArguments
 
-    from hitchhiker.full_information import FullInformationTrainer
+    from hitchhiker.training.full_information import FullInformationTrainer
 
     model = _llama()
     model.config._attn_implementation = attn

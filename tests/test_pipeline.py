@@ -12,7 +12,8 @@ from transformers import AutoTokenizer
 
 from conftest import ROOT, job_counts, run, stage, tiny_config, write_config
 from hitchhiker import policy
-from hitchhiker.environments import answers, get, hallucination, prompts
+from hitchhiker.environments import get
+from hitchhiker.environments.market import answers, hallucination, prompts
 from hitchhiker.metrics import portfolio_returns, sharpe
 
 pytestmark = pytest.mark.slow  # the real Snakemake DAG, every stage

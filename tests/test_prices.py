@@ -12,7 +12,7 @@ import pytest
 from conftest import stage, tiny_config, write_config
 from hitchhiker import frequency
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments import prices as fetch_prices
+from hitchhiker.environments.market import prices as fetch_prices
 
 DAYS = pd.bdate_range("2016-01-04", periods=8)
 

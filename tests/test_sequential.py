@@ -12,7 +12,8 @@ from test_market import _prices
 from conftest import ROOT, run, tiny_config
 from hitchhiker import config
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments import get, hallucination, lists, prompts, sequential
+from hitchhiker.environments import get
+from hitchhiker.environments.market import hallucination, lists, prompts, sequential
 
 REWARD = {"cost_bps": 10, "invalid_penalty": -0.05, "benchmark": "none", "returns": "simple"}
 

@@ -21,9 +21,9 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from trl import GRPOConfig
 
 from conftest import devices
-from hitchhiker import lm_head, shared_prompt
-from hitchhiker.grpo_train import environment_reward, replay_rollout_func
-from hitchhiker.replay_trainer import ReplayGRPOTrainer
+from hitchhiker.training import lm_head, shared_prompt
+from hitchhiker.training.objectives.grpo import environment_reward, replay_rollout_func
+from hitchhiker.training.replay_trainer import ReplayGRPOTrainer
 
 T = 7  # completion width
 # where a GPU is, the equivalence is checked on it too: TRL's Triton LM head, CUDA's attention

@@ -128,7 +128,7 @@ def test_vllm_plays_each_episode_on_its_own_tokens(episodes):
 
 
 def test_greedy_episodes_are_the_same_on_both_backends(episodes):
-    from hitchhiker import rollout
+    from hitchhiker.stages import rollout
 
     preds = pd.read_parquet(episodes / "eval" / "round_0" / "predictions.parquet").query("mode == 'greedy'")
     states = pd.read_parquet(episodes / "states.parquet").set_index("state_id").loc[preds.state_id].reset_index()

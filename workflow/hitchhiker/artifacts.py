@@ -13,9 +13,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+# Columns each artifact must hold for a stage to read it, whatever the environment (the
 from hitchhiker import atomic
 
-# Columns each artifact must hold for a stage to read it, whatever the environment (the
 # full schemas are in README.md; an environment adds its own, e.g. the market's tickers)
 STATES = ["state_id", "split", "format", "date", "horizon", "prompt"]
 OUTCOMES = ["state_id", "split", "format", "outcome_date"]

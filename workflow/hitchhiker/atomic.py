@@ -2,7 +2,7 @@
 
 Each writer writes a temporary sibling and renames it into place (``os.replace`` is atomic
 on POSIX within one file system). Standard library only: the replay buffer's writer opens
-its file before pandas and pyarrow are imported (hitchhiker/score.py).
+its file before pandas and pyarrow are imported (hitchhiker/stages/score.py).
 """
 
 from __future__ import annotations

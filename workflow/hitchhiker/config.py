@@ -23,6 +23,7 @@ import yaml
 from jsonschema import validators
 
 from hitchhiker.cli import HitchhikerError
+from hitchhiker.training import objectives
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 
@@ -165,13 +166,10 @@ def _check_rules(cfg: dict, environment: bool = True) -> None:
         )
     if cfg.get("evaluate", {}).get("split") == "validation" and "validation" not in present:
         raise HitchhikerError("config key evaluate.split = validation, but states.validation is not set")
-    if environment:
-        env = _environment(cfg["environment"])
-        if cfg.get("train", {}).get("objective") == "full_information" and not env.prices_actions():
-            raise HitchhikerError(
-                f"config key train.objective = full_information: the {cfg['environment']} environment does not price "
-                "every action of a state (no action_rewards: its later turns depend on earlier actions)"
-            )
+    env = _environment(cfg["environment"]) if environment else None
+    if cfg.get("train"):
+        objectives.check(cfg, schema()["properties"]["train"]["properties"], env)
+    if env is not None:
         env.check_config(cfg)
     data = cfg.get("data", {})
     if data and states and bool(data.get("signals")) != bool(states.get("signals")):
@@ -202,48 +200,6 @@ def _check_rules(cfg: dict, environment: bool = True) -> None:
         raise HitchhikerError(
             "config key rollout.vllm_lora = true, but train.lora.enabled = false: the policies have no adapter"
         )
-    if train:
-        _check_objective(train)
-    if train and rollout and train["objective"] == "grpo":
-        batch = train["per_device_batch_size"] * train["gradient_accumulation_steps"]
-        if (batch * train["num_processes"]) % rollout["samples_per_state"]:
-            raise HitchhikerError(
-                f"config key train.per_device_batch_size = {train['per_device_batch_size']}: "
-                f"per_device_batch_size x gradient_accumulation_steps x num_processes must be a "
-                f"multiple of rollout.samples_per_state = {rollout['samples_per_state']} "
-                "(whole GRPO groups per step)"
-            )
-
-
-# train keys that only some objectives read: a value other than the default under another
-# objective is an error (a setting the run would silently ignore)
-READ_BY = {
-    ("beta",): {"grpo"},
-    ("loss_type",): {"grpo"},
-    ("scale_rewards",): {"grpo"},
-    ("importance_sampling", "enabled"): {"grpo"},
-    ("importance_sampling", "mode"): {"grpo"},
-    ("importance_sampling", "cap"): {"grpo"},
-    ("share_prompt",): {"grpo", "dpo", "full_information"},
-    ("dpo", "beta"): {"dpo"},
-    ("dpo", "margin"): {"dpo"},
-    ("full_information", "rationale"): {"full_information"},
-}
-
-
-def _check_objective(train: dict) -> None:
-    props = schema()["properties"]["train"]["properties"]
-    for path, objectives in READ_BY.items():
-        value, sub = train, props
-        for i, key in enumerate(path):
-            value = value[key]
-            sub = sub[key]["properties"] if i + 1 < len(path) else sub[key]
-        if train["objective"] not in objectives and value != sub["default"]:
-            raise HitchhikerError(
-                f"config key train.{'.'.join(path)} = {json.dumps(value)} applies only to train.objective = "
-                f"{' or '.join(sorted(objectives))}, not {train['objective']} (remove it or set it to "
-                f"{json.dumps(sub['default'])})"
-            )
 
 
 def load(arg: str | Path, sections: set[str] | None = None) -> dict:

@@ -20,9 +20,9 @@ import os
 import sys
 from pathlib import Path
 
+# glibc hands every block over 32 MiB (the LM head's logits) back to the OS when freed and
 from hitchhiker import cli
 
-# glibc hands every block over 32 MiB (the LM head's logits) back to the OS when freed and
 # page-faults it in anew at the next use; keeping them, 7% of a SmolLM2 step on 2 cores
 CPU_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 
@@ -49,7 +49,7 @@ def command(nproc: int, accelerate_config: str | None, rest: list[str], cuda: bo
         launch = [*TORCHRUN, "--standalone", "--nproc_per_node", str(nproc)]
     else:
         launch = [sys.executable]
-    return [*launch, "-m", "hitchhiker.grpo_train", *rest]
+    return [*launch, "-m", "hitchhiker.stages.grpo_train", *rest]
 
 
 def cuda_available() -> bool:

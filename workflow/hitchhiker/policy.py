@@ -140,10 +140,10 @@ def torch_dtype(model_cfg: dict):
 
 
 def load_model(policy_dir: str | Path, model_cfg: dict):
-    """A policy's causal LM, in model.dtype, on the CPU (sdpa attention: hitchhiker.attention's)."""
+    """A policy's causal LM, in model.dtype, on the CPU (sdpa attention: hitchhiker.training.attention's)."""
     from transformers import AutoModelForCausalLM
 
-    from hitchhiker import attention
+    from hitchhiker.training import attention
 
     attention.use()
     model = AutoModelForCausalLM.from_pretrained(

@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parent
 
 @functools.cache
 def _path(module: str) -> Path | None:
-    """The file of hitchhiker module ``module`` ("hitchhiker.environments.market"), if any."""
+    """The file of hitchhiker module ``module`` ("hitchhiker.environments.market.environment"), if any."""
     rel = Path(*module.split(".")[1:])
     for candidate in (PACKAGE / rel / "__init__.py", (PACKAGE / rel).with_suffix(".py")):
         if candidate.is_file():
@@ -73,28 +73,35 @@ def _imports(path: Path, stage: str) -> set[str]:
     return {m for m in out if m != "hitchhiker" and _path(m) is not None}
 
 
-def files(stage: str, environment: str | None = None) -> list[str]:
-    """Source files of hitchhiker.<stage> and of every hitchhiker module it imports, sorted;
-    when it imports the environments, those of ``environment``'s module (the registry imports
-    the configured one only, at run time)."""
+def files(stage: str, environment: str | None = None, objective: str | None = None) -> list[str]:
+    """Source files of hitchhiker.stages.<stage> and of every hitchhiker module it imports, sorted;
+    when it imports the environments, those of ``environment``'s module, and when it imports
+    the objectives, ``objective``'s (each registry imports the configured one only, at run
+    time). A stage that reads no train section never runs the objectives' code (config checks
+    them only where a train section is given), so its inputs leave them out."""
     seen: set[Path] = set()
-    todo = [f"hitchhiker.{stage}"]
-    registry = PACKAGE / "environments" / "__init__.py"
-    module = _literal(registry, "ENVIRONMENTS").get(environment)
+    todo = [f"hitchhiker.stages.{stage}"]
+    environments = PACKAGE / "environments" / "__init__.py"
+    objectives = PACKAGE / "training" / "objectives" / "__init__.py"
+    registries = {  # a registry's file: the configured entry's module
+        environments: _literal(environments, "ENVIRONMENTS").get(environment),
+        objectives: _literal(objectives, "OBJECTIVES").get(objective),
+    }
+    trains = "train" in sections(stage)
     while todo:
         path = _path(todo.pop())
-        if path is None or path in seen:
+        if path is None or path in seen or (not trains and objectives.parent in path.parents):
             continue
         seen.add(path)
         todo.extend(_imports(path, stage))
-        if path == registry and module:
-            todo.append(module)
+        if registries.get(path):
+            todo.append(registries[path])
     return sorted(map(str, seen))
 
 
 def sections(stage: str) -> list[str]:
-    """The SECTIONS list of hitchhiker.<stage>."""
-    found = _literal((PACKAGE / stage).with_suffix(".py"), "SECTIONS")
+    """The SECTIONS list of hitchhiker.stages.<stage>."""
+    found = _literal((PACKAGE / "stages" / stage).with_suffix(".py"), "SECTIONS")
     if found is None:
-        raise KeyError(f"hitchhiker.{stage} has no SECTIONS")
+        raise KeyError(f"hitchhiker.stages.{stage} has no SECTIONS")
     return list(found)

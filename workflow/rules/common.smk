@@ -12,7 +12,7 @@ sys.path.insert(0, f"{workflow.basedir}/workflow")
 
 from hitchhiker import config as hh_config
 from hitchhiker import environments, preflight, sources
-from hitchhiker import fetch_prices as data_step
+from hitchhiker.stages import fetch_prices as data_step
 from hitchhiker.cli import HitchhikerError
 
 # The config's schema (the shared one and the environment's own section's, defaults filled),
@@ -93,7 +93,7 @@ def cfg(stage):
 def code(stage):
     """The source files a stage runs (its module and every hitchhiker module it imports) as
     inputs: editing one reruns that stage and what follows."""
-    return sources.files(stage, config["environment"])
+    return sources.files(stage, config["environment"], config["train"]["objective"])
 
 
 def policy(r):

@@ -17,7 +17,7 @@ rule fetch_prices:
     params:
         cfg=cfg("fetch_prices"),
     shell:
-        "python -m hitchhiker.fetch_prices --config {params.cfg:q} --out {output:q} 2>&1 | tee {log:q}"
+        "python -m hitchhiker.stages.fetch_prices --config {params.cfg:q} --out {output:q} 2>&1 | tee {log:q}"
 
 
 rule base_model:
@@ -37,7 +37,7 @@ rule base_model:
     params:
         cfg=cfg("base_model"),
     shell:
-        "python -m hitchhiker.base_model --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
+        "python -m hitchhiker.stages.base_model --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule build_states:
@@ -58,7 +58,7 @@ rule build_states:
     params:
         cfg=cfg("build_states"),
     shell:
-        "python -m hitchhiker.build_states --config {params.cfg:q} --data {input.data:q}"
+        "python -m hitchhiker.stages.build_states --config {params.cfg:q} --data {input.data:q}"
         " --policy {input.policy:q} --states {output.states:q} --outcomes {output.outcomes:q} > {log:q} 2>&1"
 
 
@@ -80,5 +80,5 @@ rule audit:
     params:
         cfg=cfg("audit"),
     shell:
-        "python -m hitchhiker.audit --config {params.cfg:q} --data {input.data:q} --states {input.states:q}"
+        "python -m hitchhiker.stages.audit --config {params.cfg:q} --data {input.data:q} --states {input.states:q}"
         " --outcomes {input.outcomes:q} --out {output:q} 2>&1 | tee {log:q}"

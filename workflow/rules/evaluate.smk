@@ -20,7 +20,7 @@ rule evaluate:
     params:
         cfg=cfg("evaluate"),
     shell:
-        "python -m hitchhiker.evaluate --config {params.cfg:q} --round {wildcards.e} --states {input.states:q}"
+        "python -m hitchhiker.stages.evaluate --config {params.cfg:q} --round {wildcards.e} --states {input.states:q}"
         " --outcomes {input.outcomes:q} --policy {input.policy:q} --predictions {output.predictions:q}"
         " --metrics {output.metrics:q} > {log:q} 2>&1"
 
@@ -66,7 +66,7 @@ rule summarize:
     params:
         cfg=cfg("summarize"),
     shell:
-        "python -m hitchhiker.summarize --config {params.cfg:q} --states {input.states:q}"
+        "python -m hitchhiker.stages.summarize --config {params.cfg:q} --states {input.states:q}"
         " --outcomes {input.outcomes:q} --predictions {input.predictions:q} --metrics {input.metrics:q}"
         " --out-json {output.json:q} --out-plot {output.plot:q} --out-invalid {output.invalid:q}"
         " --out-env-plots {output.env_plots:q}"

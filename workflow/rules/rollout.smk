@@ -16,7 +16,7 @@ rule rollout:
     params:
         cfg=cfg("rollout"),
     shell:
-        "python -m hitchhiker.rollout --config {params.cfg:q} --round {wildcards.r} --states {input.states:q}"
+        "python -m hitchhiker.stages.rollout --config {params.cfg:q} --round {wildcards.r} --states {input.states:q}"
         " --policy {input.policy:q} --out {output.rollouts:q} --prompts {output.prompts:q} > {log:q} 2>&1"
 
 
@@ -44,6 +44,6 @@ rule score:
             f"--previous {shlex.quote(input.previous[0])}" if input.previous else ""
         ),
     shell:
-        "python -m hitchhiker.score --config {params.cfg:q} --round {wildcards.r} --rollouts {input.rollouts:q}"
+        "python -m hitchhiker.stages.score --config {params.cfg:q} --round {wildcards.r} --rollouts {input.rollouts:q}"
         " --states {input.states:q} --outcomes {input.outcomes:q} --prompts {input.prompts:q} {params.previous}"
         " --out {output:q} > {log:q} 2>&1"

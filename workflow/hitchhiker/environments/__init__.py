@@ -18,9 +18,9 @@ from hitchhiker.cli import HitchhikerError
 from hitchhiker.environments.base import Environment, check_scored
 
 ENVIRONMENTS = {  # name: the module whose ENVIRONMENT it is
-    "market": "hitchhiker.environments.market",
-    "synthetic": "hitchhiker.environments.synthetic",
-    "sequential": "hitchhiker.environments.sequential",
+    "market": "hitchhiker.environments.market.environment",
+    "synthetic": "hitchhiker.environments.market.synthetic",
+    "sequential": "hitchhiker.environments.market.sequential",
     "weather": "hitchhiker.environments.weather",
 }
 

@@ -80,7 +80,7 @@ def read(path: str) -> pd.DataFrame:
     table = raw[["date", *COLUMNS]].copy()
     # the reader every data file shares: the day in its own zone, day or month first as the
     # whole column says, an unreadable date named with its row
-    from hitchhiker.environments.prices import read_times  # here: a data-step module
+    from hitchhiker.environments.dated import read_times
 
     at = read_times(table["date"], f"weather file {path}")
     table["date"] = at.dt.normalize()

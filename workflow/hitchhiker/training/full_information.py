@@ -1,0 +1,181 @@
+"""train.objective full_information: the first answer word trained towards the action the
+market paid best, with the reward of every action, not only of those the policy sampled.
+
+A market knows what every answer would have earned (Environment.action_rewards): each
+ticker's forward return is in the outcomes table. For each state, the policy's distribution
+over its actions is its probability of each action's answer text as the completion's first
+tokens, pi(a_k | prompt). The loss is the cross-entropy of the best action, weighted by what
+the best action earned over the mean of all actions (what a uniform pick would have left),
+normalised over the batch:
+
+    L = sum_s w_s * -log pi(best_s | prompt_s) / sum_s w_s,      w_s = r_best,s - mean_k r_k,s
+
+The probability is among everything the model could write, not renormalised over the
+actions: renormalised, the loss can be lowered by moving every action's probability onto
+text that is no answer at all, and was (benchmarks/objectives, tiny model: the sampled valid
+rate fell 6 points in one round); this way the best action gains at the expense of all else.
+A state where every action pays the same weighs nothing, and the learning rate does not
+depend on the scale of the returns. Cross-entropy rather than the expected reward
+sum_k pi_k r_k: the expected reward's gradient on an action is pi_k (r_k - mean_pi r), which
+vanishes where the policy is sure of one action, as SmolLM2 is of "A" (its greedy answer to
+every pairwise state); the cross-entropy's is largest there.
+
+What it leaves untrained: every token after the first answer word (the rationale, the end of
+the answer) gets no gradient of its own; it moves only as far as the shared weights carry it.
+With train.full_information.rationale = best_answers, the best_answers loss (hitchhiker/
+objectives/rows.py: each group's best sample above its mean, the model's tokens) is added to
+the action's, so the rationale learns from the samples that earned the most.
+No sampled completion is read, so no behaviour policy needs correcting (no importance
+sampling) and there is no reference policy (no KL term). TRL has no such objective: this is
+a transformers Trainer with its own compute_loss, so checkpoints, resumption, LoRA,
+accelerate and DeepSpeed are the Trainer's.
+
+With share_prompt (train.share_prompt, on by default) each state's prompt is computed once
+and its K actions (and, with the rationale trained, its best sample) attend to it
+(hitchhiker.training.shared_prompt's packing); off, each (state, action) and each best sample is its
+own row. Either way the LM head runs at the completions' positions only.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import Trainer
+
+from hitchhiker.training import shared_prompt
+
+
+def _rows(batch: list[dict], device, best: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+    """Every (state, action) as a row: prompt left-padded, action right-padded (TRL's layout);
+    with ``best``, then each state's best sample where it has one (objectives.rows.best_answers),
+    its completion labelled on the model's own tokens (best_mask). Returns input_ids,
+    attention_mask, the labels (IGNORE past each completion's end and off the model's
+    tokens) and each row's state."""
+    rows = [(x["prompt_ids"], a, a, s) for s, x in enumerate(batch) for a in x["action_ids"]]
+    for s, x in enumerate(batch if best else []):
+        if x["best_ids"]:  # the same group's prompt, then its completion
+            p = len(x["prompt_ids"])
+            c, trained = x["best_ids"][p:], x["best_mask"][p:]
+            rows.append(
+                (x["prompt_ids"], c, [i if m else shared_prompt.IGNORE for i, m in zip(c, trained, strict=True)], s)
+            )
+    p_w, t = max(len(p) for p, *_ in rows), max(len(c) for _, c, *_ in rows)
+    ids = torch.zeros((len(rows), p_w + t), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    labels = torch.full((len(rows), t), shared_prompt.IGNORE, dtype=torch.long)
+    for i, (p, c, lab, _) in enumerate(rows):
+        ids[i, p_w - len(p) : p_w], mask[i, p_w - len(p) : p_w + len(c)] = torch.tensor(p), 1
+        ids[i, p_w : p_w + len(c)], labels[i, : len(c)] = torch.tensor(c), torch.tensor(lab)
+    return ids.to(device), mask.to(device), labels.to(device), [s for *_, s in rows]
+
+
+def _forward(model, ids, mask, position_ids, columns: torch.Tensor, eager: bool) -> torch.Tensor:
+    if eager and mask.dim() == 4:
+        mask = shared_prompt.additive(mask, next(model.parameters()).dtype)
+    # the LM head at these columns only: as a tensor, transformers gathers them into a
+    # contiguous (rows x columns x hidden) block; as a count it slices the last columns, and
+    # torch multiplies a sliced (not contiguous) block by the head through a batched copy of
+    # its whole weight, per row, forward and backward (80% of the rationale's step)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids, logits_to_keep=columns)
+    return torch.log_softmax(out.logits.float(), dim=-1)
+
+
+def action_logps(
+    model, batch: list[dict], share_prompt: bool, eager: bool, best: bool = False
+) -> tuple[torch.Tensor, list[int]]:
+    """log pi(action | prompt) of every (state, action) row of ``batch`` (rows of
+    objectives.rows.action_rows), and each row's state; with ``best``, then the log-likelihood of
+    each best sample's model tokens (:func:`_rows`), its prompt shared with its actions'."""
+    ids, mask, labels, owner = _rows(batch, next(model.parameters()).device, best)
+    t = labels.shape[1]
+    if not share_prompt:
+        # position p_w - 1 + j predicts the completion's token j
+        positions = (mask.cumsum(1) - 1).clamp(min=0)
+        p_w = ids.shape[1] - t
+        logp = _forward(model, ids, mask, positions, torch.arange(p_w - 1, p_w - 1 + t, device=ids.device), eager)
+        taken = logp.gather(2, labels.clamp(min=0)[..., None])[..., 0]
+        return (taken * (labels != shared_prompt.IGNORE)).sum(1), owner
+    packed = shared_prompt.pack(ids, mask, t)
+    g, width = packed.input_ids.shape
+    row_of, pos = packed.index // width, packed.index % width
+    # move each packed row's padding to its front, so that every row's blocks end at the last
+    # column and the rows' scored positions fall in few columns, where the LM head runs
+    end = torch.zeros(g, dtype=torch.long, device=ids.device).scatter_reduce(0, row_of[:, -1], pos[:, -1] + 1, "amax")
+    shift = width - end
+    roll = lambda x, s, dims: torch.roll(x, shifts=(s,) * len(dims), dims=dims)  # noqa: E731
+    inputs = [
+        torch.stack([roll(x[k], int(shift[k]), dims) for k in range(g)])
+        for x, dims in (
+            (packed.input_ids, (0,)),
+            (packed.position_ids, (0,)),
+            (packed.attention_mask, (-2, -1)),
+        )
+    ]
+    pos = pos + shift[row_of]
+    scored = labels != shared_prompt.IGNORE
+    columns = torch.unique(pos[scored])  # the positions that predict a label, in any row
+    at = torch.zeros(width, dtype=torch.long, device=ids.device)
+    at[columns] = torch.arange(len(columns), device=ids.device)
+    logp = _forward(model, inputs[0], inputs[2], inputs[1], columns, eager)
+    taken = logp[row_of, at[pos], labels.clamp(min=0)]
+    return (taken * scored).sum(1), owner
+
+
+def loss_and_stats(logps: torch.Tensor, owner: list[int], rewards: list[list[float]]) -> tuple[torch.Tensor, dict]:
+    """The weighted cross-entropy of the module docstring, and what it saw: the mean
+    probability of the best action among the actions (renormalised over them) and the share
+    of states whose most probable action is the best."""
+    owner_t = torch.tensor(owner, device=logps.device)
+    terms, weights, p_best, picks = [], [], [], []
+    for s, r in enumerate(rewards):
+        log_q = torch.log_softmax(logps[owner_t == s], dim=0)
+        r = torch.tensor(r, dtype=log_q.dtype, device=log_q.device)
+        best = int(torch.argmax(r))  # the first among equals
+        weights.append(r[best] - r.mean())
+        terms.append(-logps[owner_t == s][best])
+        p_best.append(log_q[best].detach().exp())
+        picks.append(float(int(torch.argmax(log_q.detach())) == best))
+    w = torch.stack(weights)
+    loss = (w * torch.stack(terms)).sum() / w.sum().clamp(min=torch.finfo(w.dtype).tiny)
+    stats = {"p_best": float(torch.stack(p_best).mean()), "picks_best": sum(picks) / len(picks)}
+    return loss, stats
+
+
+class FullInformationTrainer(Trainer):
+    """A transformers Trainer whose loss is :func:`loss_and_stats` on rows of
+    objectives.rows.action_rows (plus, with rationale best_answers, best_answers' loss on the best
+    samples, computed in the same pass, each state's prompt once for its actions and its best sample);
+    logs full_information/p_best, full_information/picks_best (and best_answers_loss), means
+    over the steps since the last log."""
+
+    def __init__(self, *args, share_prompt: bool, rationale: str = "untrained", **kwargs):
+        super().__init__(*args, data_collator=lambda rows: {"rows": rows}, **kwargs)
+        self.share_prompt = share_prompt
+        if share_prompt and self.args.bf16:  # as the GRPO and DPO steps
+            shared_prompt.keep_lora_inputs_in_bf16(self.model)
+        self.rationale = rationale
+        self._seen: list[dict] = []
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        rows = inputs["rows"]
+        attn = shared_prompt.packed_attention(self.model)
+        share = self.share_prompt and attn is not None
+        rationale = self.rationale == "best_answers" and any(x["best_ids"] for x in rows)
+        logps, owner = action_logps(model, rows, share, attn == "eager", best=rationale)
+        k = sum(len(x["action_ids"]) for x in rows)  # the actions' rows, then the best samples'
+        loss, stats = loss_and_stats(logps[:k], owner[:k], [x["rewards"] for x in rows])
+        if rationale:
+            # best_answers' loss (SFTTrainer's completion-only loss): the mean negative
+            # log-likelihood over every trained token of the batch's best samples
+            sft = -logps[k:].sum() / sum(sum(x["best_mask"]) for x in rows)
+            loss = loss + sft
+            stats["best_answers_loss"] = float(sft.detach())
+        self._seen.append(stats)
+        return (loss, None) if return_outputs else loss
+
+    def log(self, logs: dict, *args, **kwargs) -> None:
+        if self._seen and "loss" in logs:
+            for key in dict.fromkeys(k for seen in self._seen for k in seen):
+                values = [seen[key] for seen in self._seen if key in seen]
+                logs[f"full_information/{key}"] = sum(values) / len(values)
+            self._seen = []
+        super().log(logs, *args, **kwargs)

@@ -1,0 +1,42 @@
+"""full_information: one row per (round, state) with every action the environment prices
+(its action_rewards) as token ids (rows.action_rows), trained by
+hitchhiker.training.full_information: where TRL has no objective that reads the reward of
+every action, the smallest trainer that does."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from hitchhiker.cli import HitchhikerError
+from hitchhiker.training.objectives import rows
+
+READS = [("share_prompt",), ("full_information", "rationale")]
+PRICED = True
+NOTHING = None
+
+
+def check(cfg: dict, env) -> None:
+    if env is not None and not env.prices_actions():
+        raise HitchhikerError(
+            f"config key train.objective = full_information: the {cfg['environment']} environment does not price "
+            "every action of a state (no action_rewards: its later turns depend on earlier actions)"
+        )
+
+
+def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_config, common: dict):
+    from datasets import Dataset
+    from peft import get_peft_model
+    from transformers import TrainingArguments
+
+    from hitchhiker.training.full_information import FullInformationTrainer
+
+    tr = cfg["train"]
+    table = rows.action_rows(samples, priced, tokenizer)
+    return FullInformationTrainer(
+        model=get_peft_model(model, peft_config) if peft_config is not None else model,
+        args=TrainingArguments(**common, remove_unused_columns=False),
+        train_dataset=Dataset.from_pandas(table.drop(columns="group"), preserve_index=False),
+        processing_class=tokenizer,
+        share_prompt=tr["share_prompt"] is not False,
+        rationale=tr["full_information"]["rationale"],
+    )
