@@ -29,14 +29,10 @@ except HitchhikerError as err:
     sys.exit(f"hitchhiker: error: {err}")
 
 # Threads: Snakemake runs each job with OMP_NUM_THREADS=1 (torch on one core) and evaluate r
-# beside rollout r+1 on a 2-core laptop. Declaring 2 for rollout, grpo_train and evaluate
-# made each of them 1.2-1.4x faster but ran them one at a time: the default run took 180 s
-# instead of 136 s (benchmarks/e2e, 2026-11-24, one after the other). Only the last round's
-# evaluate, which nothing runs beside, declares 2 (rules/evaluate.smk): 51 s instead of 79
-# in the default run, the same predictions (AVX2 VM, 2026-11-26). base_model declares 2 for the
-# same reason: configs/synthetic.yaml's 200-step format warm-up took 79 s instead of 114,
-# the same weights bit for bit (AVX2 VM, 2026-11-27). Where one stage dominates (a batch-64
-# grpo_train), give it the cores: --set-threads grpo_train=2.
+# beside rollout r+1 on a 2-core laptop. Declaring 2 threads for the rules that run beside
+# another would run them one at a time, which is slower in all (docs/performance.md); so only
+# the jobs that nothing runs beside (base_model, the last round's evaluate) declare 2. Where
+# one stage dominates (a batch-64 grpo_train), give it the cores: --set-threads grpo_train=2.
 # Stage commands import hitchhiker from this checkout, also inside the per-rule conda envs
 # (which hold only third-party packages) and in Slurm jobs (sbatch exports the environment).
 shell.prefix(
