@@ -1,8 +1,12 @@
-"""What every dated environment shares (the market's and the weather's): reading a file's
-dates as written, whatever their form."""
+"""What every environment of dated decisions shares (the market's family and the weather):
+reading a file's dates as written, whatever their form; each split's decision positions, an
+embargo apart; the seeded draw of a split's max_states."""
 
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
 import pandas as pd
 
 from hitchhiker import cli
@@ -74,3 +78,43 @@ def _parse_text(text: pd.Series, origin: str) -> pd.Series:
         if named.notna().sum() > best.notna().sum():
             best = named
     return best
+
+
+SPLITS = ("train", "validation", "test")
+
+
+def embargo(states_cfg: dict) -> int:
+    """Periods from a split's last decision date to the next one's first: states.embargo, else the horizon."""
+    e = states_cfg.get("embargo")
+    return states_cfg["horizon"] if e is None else e
+
+
+def decision_days(dates, st: dict, history: int, ahead: int) -> dict[str, np.ndarray]:
+    """Decision positions in ``dates`` of each configured split (states.<split>'s start and
+    end), every states.stride-th, each with ``history`` positions before it and ``ahead``
+    after it; walking back from the last split, each earlier one cut to end an embargo before
+    the next one's first. A split may come back empty: the caller refuses it in its own
+    data's words."""
+    dates = pd.DatetimeIndex(dates)
+    eligible = np.arange(history, len(dates) - ahead)
+    out: dict[str, np.ndarray] = {}
+    for split in SPLITS:
+        if st.get(split) is None:
+            continue
+        lo, hi = pd.Timestamp(st[split]["start"]), pd.Timestamp(st[split]["end"])
+        out[split] = eligible[(dates[eligible] >= lo) & (dates[eligible] <= hi)][:: st["stride"]]
+    for nxt, prev in itertools.pairwise(reversed(list(out))):
+        if len(out[nxt]):
+            out[prev] = out[prev][out[prev] + embargo(st) <= out[nxt][0]]
+    return out
+
+
+def draw(days: dict[str, np.ndarray], st: dict, seed: int) -> dict[str, np.ndarray]:
+    """Each split's positions, at most states.<split>.max_states of them: a seeded draw
+    without replacement, in date order, the splits drawn in turn from one generator."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for split, d in days.items():
+        cap = st[split].get("max_states")
+        out[split] = np.sort(rng.choice(d, cap, replace=False)) if cap is not None and len(d) > cap else d
+    return out

@@ -34,11 +34,11 @@ import pandas as pd
 
 from hitchhiker import metrics
 from hitchhiker.cli import HitchhikerError
+from hitchhiker.environments import dated
 from hitchhiker.environments.base import Environment
 
 BUNDLED = Path(__file__).resolve().parents[3] / "data" / "seattle_weather.csv"
 COLUMNS = ("precipitation", "temp_max", "temp_min", "wind")
-SPLITS = ("train", "validation", "test")
 WORDS = ("yes", "no")
 LINE = re.compile(
     r"^(\d{4}-\d\d-\d\d): rain (-?\d+\.\d) mm, high (-?\d+\.\d) C, low (-?\d+\.\d) C, wind (-?\d+\.\d) m/s$"
@@ -80,9 +80,8 @@ def read(path: str) -> pd.DataFrame:
     table = raw[["date", *COLUMNS]].copy()
     # the reader every data file shares: the day in its own zone, day or month first as the
     # whole column says, an unreadable date named with its row
-    from hitchhiker.environments.dated import read_times
 
-    at = read_times(table["date"], f"weather file {path}")
+    at = dated.read_times(table["date"], f"weather file {path}")
     table["date"] = at.dt.normalize()
     for c in COLUMNS:
         values = pd.to_numeric(table[c], errors="coerce")
@@ -178,24 +177,10 @@ class Weather(Environment):
                 raise HitchhikerError(f"config key data.{key}: the market's, not the weather environment's")
 
     def _decisions(self, table: pd.DataFrame, cfg: dict) -> dict[str, np.ndarray]:
-        """Each split's decision-day positions: states.window days up to it, a next day, the
-        stride, the embargo before the next split, a seeded draw of max_states."""
-        st = cfg["states"]
-        embargo = st["embargo"] if st["embargo"] is not None else st["horizon"]
-        dates = table["date"]
-        out: dict[str, np.ndarray] = {}
-        for split in SPLITS:
-            if st.get(split) is None:
-                continue
-            lo, hi = pd.Timestamp(st[split]["start"]), pd.Timestamp(st[split]["end"])
-            pos = np.arange(len(dates))
-            days = np.flatnonzero((dates >= lo) & (dates <= hi) & (pos >= st["window"] - 1) & (pos < len(dates) - 1))
-            out[split] = days[:: st["stride"]]
-        names = list(out)
-        for prev, nxt in itertools.pairwise(names):
-            if len(out[nxt]):
-                out[prev] = out[prev][out[prev] + embargo <= out[nxt][0]]
-        rng = np.random.default_rng(cfg.get("seed", 0))
+        """Each split's decision-day positions (environments/dated.py): states.window days up to
+        it, a next day, the stride, the embargo before the next split, a seeded draw of max_states."""
+        st, dates = cfg["states"], table["date"]
+        out = dated.decision_days(dates, st, history=st["window"] - 1, ahead=1)
         for split, days in out.items():
             if not len(days):
                 raise HitchhikerError(
@@ -203,10 +188,7 @@ class Weather(Environment):
                     f"{st['window']} days up to it, a next day and the embargo before the next split (the weather runs "
                     f"{dates.iloc[0].date()} .. {dates.iloc[-1].date()})"
                 )
-            cap = st[split].get("max_states")
-            if cap is not None and len(days) > cap:
-                out[split] = np.sort(rng.choice(days, cap, replace=False))
-        return out
+        return dated.draw(out, st, cfg.get("seed", 0))
 
     def check_data(self, prices: pd.DataFrame, cfg: dict) -> None:
         self._decisions(prices, cfg)
@@ -295,8 +277,8 @@ class Weather(Environment):
                 )
         report: dict = {"states_checked": len(states), "frequency": "daily", "period": "calendar day"}
         position = {d: i for i, d in enumerate(prices["date"])}
-        present = [s for s in SPLITS if s in set(states["split"])]
-        embargo = cfg["states"]["embargo"] if cfg["states"]["embargo"] is not None else cfg["states"]["horizon"]
+        present = [s for s in dated.SPLITS if s in set(states["split"])]
+        embargo = dated.embargo(cfg["states"])
         for prev, nxt in itertools.pairwise(present):
             last = position[pd.Timestamp(states.loc[states.split == prev, "date"].max())]
             first = position[pd.Timestamp(states.loc[states.split == nxt, "date"].min())]

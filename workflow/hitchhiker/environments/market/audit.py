@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from hitchhiker import frequency
 from hitchhiker.cli import HitchhikerError
+from hitchhiker.environments import dated
 from hitchhiker.environments.market import lists, prompts, signals
 from hitchhiker.environments.market import states as states_mod
 
@@ -198,16 +199,16 @@ def splits_report(states: pd.DataFrame, outcome_dates: pd.Series, pos: np.ndarra
     ``outcome_dates`` and ``pos`` (each decision date's position in the prices) follow the
     rows of ``states``."""
     report = {"states_checked": len(states), "frequency": freq}
-    present = [sp for sp in states_mod.SPLITS if (states.split == sp).any()]
+    present = [sp for sp in dated.SPLITS if (states.split == sp).any()]
     for earlier, later in itertools.pairwise(present):
         a, b = (states.split == earlier).to_numpy(), (states.split == later).to_numpy()
         gap = int(pos[b].min() - pos[a].max())
         reach = pd.Timestamp(np.asarray(outcome_dates)[a].max())
         first = states.date[b].min()
-        if gap < states_mod.embargo(st) or reach > first:
+        if gap < dated.embargo(st) or reach > first:
             raise HitchhikerError(
                 f"leakage audit: {earlier} outcomes reach {reach.date()}, the {later} window starts "
-                f"{first.date()} ({frequency.periods(freq, gap)} apart, embargo {states_mod.embargo(st)})"
+                f"{first.date()} ({frequency.periods(freq, gap)} apart, embargo {dated.embargo(st)})"
             )
         report[f"{earlier}_to_{later}"] = {"last_outcome": str(reach.date()), "embargo_periods": gap}
     for split in present:

@@ -31,20 +31,13 @@ import pyarrow as pa
 
 from hitchhiker import frequency
 from hitchhiker.cli import HitchhikerError
+from hitchhiker.environments import dated
 from hitchhiker.environments.market import lists, prompts, signals
-
-SPLITS = ("train", "validation", "test")
 
 
 def set_size(fmt: str, states_cfg: dict) -> int:
     """Tickers in a state of format ``fmt``."""
     return {"elementwise": 1, "pairwise": 2}.get(fmt, states_cfg.get("list_size", 4))
-
-
-def embargo(states_cfg: dict) -> int:
-    """Periods from a split's last decision date to the next one's first: states.embargo, else the horizon."""
-    e = states_cfg.get("embargo")
-    return states_cfg["horizon"] if e is None else e
 
 
 def wide(prices: pd.DataFrame, cfg: dict, column: str = "close") -> pd.DataFrame:
@@ -203,17 +196,7 @@ def split_indices(dates: pd.DatetimeIndex, st: dict) -> dict[str, np.ndarray]:
     """Decision-date positions of each configured split, with the embargo between splits."""
     h, window = st["horizon"], st["window"]
     freq = frequency.detect(dates)
-    eligible = np.arange(window, len(dates) - h)  # history before, the outcome after
-    out: dict[str, np.ndarray] = {}
-    for split in SPLITS:
-        if st.get(split) is None:
-            continue
-        lo, hi = pd.Timestamp(st[split]["start"]), pd.Timestamp(st[split]["end"])
-        out[split] = eligible[(dates[eligible] >= lo) & (dates[eligible] <= hi)][:: st["stride"]]
-    # walking back from the last split, cut each earlier one to end an embargo before the next
-    for nxt, prev in itertools.pairwise(reversed(list(out))):
-        if len(out[nxt]):
-            out[prev] = out[prev][out[prev] + embargo(st) <= out[nxt][0]]
+    out = dated.decision_days(dates, st, history=window, ahead=h)  # history before, the outcome after
     for split, idx in out.items():
         if len(idx) == 0:
             raise HitchhikerError(
