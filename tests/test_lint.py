@@ -109,15 +109,14 @@ def _without_docstrings(tree):
 
 
 def test_called_by_names_every_stage_that_calls_those_methods():
-    """sources.files leaves a module imported inside a method of base.CALLED_BY out of the
+    """sources.files leaves a module imported inside a method of sources.CALLED_BY out of the
     code inputs of the stages not named there, so every stage that runs code calling the
     method must be named (a stage left out would not rerun when that module changes)."""
     from hitchhiker import sources
-    from hitchhiker.environments.base import CALLED_BY
 
     stages = [p.stem for p in (PACKAGE / "stages").glob("*.py") if "\nSECTIONS = " in p.read_text()]
     assert {"score", "evaluate", "summarize", "rollout", "build_states"} <= set(stages)
-    for method, named in CALLED_BY.items():
+    for method, named in sources.CALLED_BY.items():
         call = re.compile(rf"\benv\.{method}\(|\.get\([^)]*\)\.{method}\(")
         outside = [p for p in PACKAGE.rglob("*.py") if "environments" not in p.relative_to(PACKAGE).parts]
         callers = {str(p) for p in outside if call.search(p.read_text())}

@@ -320,7 +320,7 @@ STAGES = {
         ("evaluate", {"evaluate", "summarize"}),
         # every stage validates its config through the environment's check_config
         ("environments/market", STAGES),
-        # imported by the methods score, evaluate and summarize call (base.CALLED_BY): score onward
+        # imported by the methods score, evaluate and summarize call (sources.CALLED_BY): score onward
         ("environments/hallucination", {"score", "grpo_train", "rollout", "evaluate", "summarize"}),
         ("environments/sequential", set()),  # another environment's module: only the configured one is an input
         ("environments/weather", set()),

@@ -2,7 +2,7 @@
 workflow on every run and in every Slurm job; importing a stage would import torch).
 
 :func:`files` is a stage module's file and every hitchhiker module it imports, transitively
-(inside functions too, but not inside an environment's methods that base.CALLED_BY names
+(inside functions too, but not inside an environment's methods that CALLED_BY names
 for other stages), so a rule reruns when any code it runs changes; of the environments,
 only the configured one's modules. :func:`sections` is the
 stage's SECTIONS, the config sections its rule passes it.
@@ -40,7 +40,20 @@ def _literal(path: Path, name: str):
     return None
 
 
-CALLED_BY: dict[str, tuple[str, ...]] = _literal(PACKAGE / "environments" / "base.py", "CALLED_BY")
+# The stages that call the environment methods which import modules of their own inside their
+# bodies (as the market's score imports its claim checks): sources.files makes such a module a code
+# input of these stages only, so that editing the claim checks reruns score onward and not
+# build_states. A method not named here imports at module level, for every stage.
+# tests/test_lint.py checks these against the stages' calls.
+CALLED_BY: dict[str, tuple[str, ...]] = {
+    "fetch": ("fetch_prices",),
+    "data_files": ("fetch_prices",),
+    "describe_data": ("fetch_prices",),
+    "preflight_data": ("fetch_prices",),
+    "score": ("score", "evaluate"),
+    "claim_rates": ("evaluate", "summarize"),
+    "draw_plots": ("summarize",),
+}
 
 
 @functools.cache

@@ -25,21 +25,6 @@ import pandas as pd
 
 from hitchhiker.cli import HitchhikerError
 
-# The stages that call the methods which import modules of their own inside their bodies (as
-# the market's score imports its claim checks): sources.files makes such a module a code
-# input of these stages only, so that editing the claim checks reruns score onward and not
-# build_states. A method not named here imports at module level, for every stage.
-# tests/test_lint.py checks these against the stages' calls.
-CALLED_BY = {
-    "fetch": ("fetch_prices",),
-    "data_files": ("fetch_prices",),
-    "describe_data": ("fetch_prices",),
-    "preflight_data": ("fetch_prices",),
-    "score": ("score", "evaluate"),
-    "claim_rates": ("evaluate", "summarize"),
-    "draw_plots": ("summarize",),
-}
-
 
 class Environment:
     name: str = "environment"
@@ -64,7 +49,7 @@ class Environment:
     state_columns: tuple[str, ...] = ()
     outcome_columns: tuple[str, ...] = ()
 
-    # -- what every environment writes --------------------------------------------------
+    # -- required: what every environment writes ----------------------------------------
 
     def fetch(self, cfg: dict) -> tuple[pd.DataFrame, list[str]]:
         """The data table the states are built from (a date column and the environment's
@@ -101,7 +86,7 @@ class Environment:
         reported as accuracy. Never raises on a completion."""
         raise NotImplementedError(f"the {self.name} environment has no score")
 
-    # -- defaults ------------------------------------------------------------------------
+    # -- optional, with defaults: its config and data ------------------------------------
 
     def check_config(self, cfg: dict) -> None:
         """Raise HitchhikerError (one line naming the key) for a config this environment
@@ -132,6 +117,8 @@ class Environment:
         split without dates stops the run in one line. Default: exactly that."""
         self.check_data(self.fetch(cfg)[0], cfg)
 
+    # -- optional: episodes of several turns, every action priced ------------------------
+
     def next_turn(self, state, answers: list[str], reward_cfg: dict) -> str | None:
         """The environment's next user message after the model's ``answers`` so far in the
         episode of ``state``, or None when the episode is over. Default: one decision."""
@@ -148,6 +135,8 @@ class Environment:
     def prices_actions(self) -> bool:
         """Whether this environment overrides action_rewards."""
         return type(self).action_rewards is not Environment.action_rewards
+
+    # -- optional: what evaluate and summarize report besides the shared metrics -----------
 
     def answer_metrics(self, scored: pd.DataFrame, block: int, seed: int) -> dict:
         """The environment's own metrics of one policy's scored answers in one decoding mode
@@ -181,6 +170,8 @@ class Environment:
         mode and the scored columns), each round's metrics.json and the baselines' rows
         (one per baseline and state, with reward and date). Default: none."""
         return {}
+
+    # -- only for the tiny test model's format warm-up (policy.py) ----------------------
 
     # the tiny model's format warm-up answers each practice turn with every valid first word
     # and one of these reasons, drawn at random

@@ -95,7 +95,7 @@ class PriceData(Environment):
         return max(states.set_size(f, cfg["states"]) for f in cfg["states"]["formats"])
 
     def fetch(self, cfg: dict) -> tuple[pd.DataFrame, list[str]]:
-        from hitchhiker.environments.market import prices  # here: the data step's only (base.CALLED_BY)
+        from hitchhiker.environments.market import prices  # here: the data step's only (sources.CALLED_BY)
 
         return prices.fetch(cfg, self.tickers_per_state(cfg))
 
@@ -187,7 +187,7 @@ class Market(PriceData):
         self, samples: pd.DataFrame, states_: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict
     ) -> pd.DataFrame:
         from hitchhiker.environments.market import (
-            hallucination,  # here: a code input of the stages that score (base.CALLED_BY)
+            hallucination,  # here: a code input of the stages that score (sources.CALLED_BY)
         )
 
         pos, at = _rows(samples["state_id"], outcomes["state_id"]), _rows(samples["state_id"], states_["state_id"])
@@ -252,7 +252,7 @@ class Market(PriceData):
         return baselines.rewards(states_, outcomes, reward_cfg)
 
     def draw_plots(self, preds: pd.DataFrame, rounds: list[dict], baselines: pd.DataFrame, cfg: dict) -> dict:
-        from hitchhiker.environments.market import plots  # here: matplotlib, for summarize only (base.CALLED_BY)
+        from hitchhiker.environments.market import plots  # here: matplotlib, for summarize only (sources.CALLED_BY)
 
         h, stride = cfg["states"]["horizon"], cfg["states"]["stride"]
         return {

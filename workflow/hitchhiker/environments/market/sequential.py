@@ -326,7 +326,7 @@ class Sequential(market.PriceData):
 
     def score(self, samples, states_, outcomes, reward_cfg):
         from hitchhiker.environments.market import (
-            hallucination,  # here: a code input of the stages that score (base.CALLED_BY)
+            hallucination,  # here: a code input of the stages that score (sources.CALLED_BY)
         )
 
         seen = states_.set_index("state_id").loc[samples["state_id"]]
@@ -381,7 +381,7 @@ class Sequential(market.PriceData):
         return out
 
     def draw_plots(self, preds, rounds, baselines, cfg):
-        from hitchhiker.environments.market import plots  # here: matplotlib, for summarize only (base.CALLED_BY)
+        from hitchhiker.environments.market import plots  # here: matplotlib, for summarize only (sources.CALLED_BY)
 
         st = cfg["states"]
         return {"equity_curves": plots.equity_curves(preds, rounds, baselines, st["horizon"], st["stride"])}
