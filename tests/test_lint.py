@@ -95,6 +95,18 @@ def test_the_market_stays_in_its_package():
     assert not offenders and not weather, offenders + weather
 
 
+def test_the_stages_name_no_objective():
+    """grpo_train asks the objectives' registry (training/objectives/) and branches on no name."""
+    from hitchhiker.training.objectives import OBJECTIVES
+
+    names = re.compile(rf"\b({'|'.join(OBJECTIVES)})\b")
+    offenders = []
+    for path in [*(PACKAGE / "stages").glob("*.py"), PACKAGE / "config.py"]:
+        code = ast.unparse(_without_docstrings(ast.parse(path.read_text())))
+        offenders += [f"{path.name}: {m}" for m in sorted(set(names.findall(code)))]
+    assert not offenders, offenders
+
+
 def _without_docstrings(tree):
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
