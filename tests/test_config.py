@@ -146,7 +146,7 @@ def test_the_default_config_sets_only_what_it_changes():
             "train.objective = dpo: the sequential environment's completions hold the environment's turns",
         ),
         (lambda c: c["train"].update(objective="dpo", per_device_batch_size=6), None),
-        (lambda c: c.update(run="../escape"), "config key run"),
+        (lambda c: c.update(run="../escape"), 'config key run = "../escape": not a run name'),
         (lambda c: c["data"].update(tickers=["AAPL", "MSFT; rm -rf /"]), "data.tickers"),
     ],
 )
