@@ -83,7 +83,11 @@ def write_config(path: Path, cfg: dict) -> Path:
 
 def run(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
     """Run a command as a user would; return the completed process (text output)."""
-    proc = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True)
+    args = [str(a) for a in args]
+    own = Path(sys.executable).parent / args[0]  # the test interpreter's own snakemake, ruff, ...
+    if "/" not in args[0] and own.is_file():  # even when its virtualenv is not activated
+        args[0] = str(own)
+    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"{' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"

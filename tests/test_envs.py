@@ -34,3 +34,25 @@ def test_every_rule_has_a_conda_env_that_exists():
     envs = re.findall(r'conda:\n\s+"\.\./\.\./(envs/\w+\.yaml)"', text)
     assert len(envs) == n_rules
     assert all((ROOT / e).is_file() for e in envs)
+
+
+def test_the_virtualenvs_snakemake_runs_a_job_without_activating_it(tmp_path):
+    """`.venv/bin/snakemake` with the virtualenv not on PATH: each job's `python` is still the
+    interpreter that runs Snakemake, not whichever `python` PATH finds first."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import tiny_config, write_config
+
+    write_config(tmp_path / "config.yaml", tiny_config(run="bare"))
+    bare = {**os.environ, "PATH": "/usr/bin:/bin"}
+    bare.pop("VIRTUAL_ENV", None)
+    snakemake = Path(sys.executable).parent / "snakemake"
+    proc = subprocess.run(
+        [str(snakemake), "-s", str(ROOT / "Snakefile"), "--cores", "1", "results/bare/prices.parquet"],
+        cwd=tmp_path, env=bare, capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "results" / "bare" / "prices.parquet").is_file()

@@ -35,9 +35,16 @@ except HitchhikerError as err:
 # one stage dominates (a batch-64 grpo_train), give it the cores: --set-threads grpo_train=2.
 # Stage commands import hitchhiker from this checkout, also inside the per-rule conda envs
 # (which hold only third-party packages) and in Slurm jobs (sbatch exports the environment).
+# Without per-rule conda envs, a job's `python` is the interpreter running Snakemake (its
+# folder first on PATH): `.venv/bin/snakemake` works without activating the virtualenv.
 shell.prefix(
     # (doubled braces: Snakemake formats the prefix like any shell command)
     f"export PYTHONPATH={shlex.quote(f'{workflow.basedir}/workflow')}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
+    + (
+        ""
+        if _use_conda
+        else f"export PATH={shlex.quote(str(Path(sys.executable).parent))}:$PATH; "
+    )
 )
 
 # Snakemake 9.27 builds the DAG with an input-size coroutine it never awaits (rules.py); the
