@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import run, stage, tiny_config, write_config
+from conftest import ROOT, run, stage, tiny_config, write_config
 
 
 def cfg_case(mutate, message, cmd="fetch_prices"):
@@ -101,6 +101,10 @@ CASES = {
         + "".join(f"2016-01-{d:02},AAPL,1\n" for d in range(4, 9))
         + "".join(f"2016-{m:02}-28,MSFT,1\n" for m in range(1, 6)),
         "AAPL's prices are daily and MSFT's monthly: a run's tickers need one frequency",
+    ),
+    "prices dated after today": file_case(
+        "date,ticker,close\n" + "".join(f"{y}-03-02,{t},1\n" for y in (2016, 2099) for t in ("AAPL", "MSFT")),
+        "AAPL is priced on 2099-03-02, after today",
     ),
     "a directory as the price file": cfg_case(
         lambda c: c["data"].update(source="file", path="/tmp"), "price file /tmp is a directory"
@@ -396,3 +400,11 @@ def test_a_split_that_runs_past_the_data_is_said_to_be_cut(tmp_path, base_run):
     assert f"states.test.end = 2030-12-31 is after the data's last date {end}" in proc.stdout
     assert f"the split's last decision date is {last}" in proc.stdout
     assert "states.train" not in proc.stdout.split("->")[-1]  # the split inside the data: no line
+
+
+def test_a_split_cut_to_the_data_is_said_on_the_console(tmp_path):
+    """The run's console, not only logs/build_states.log, says that a split was cut."""
+    st = tiny_config()["states"]
+    write_config(tmp_path / "config.yaml", tiny_config(states={**st, "test": {**st["test"], "end": "2030-12-31"}}))
+    proc = run("snakemake", "-s", ROOT / "Snakefile", "--cores", "2", "results/tiny/states.parquet", cwd=tmp_path)
+    assert "states.test.end = 2030-12-31 is after the data's last date" in proc.stdout + proc.stderr

@@ -59,7 +59,7 @@ rule build_states:
         cfg=cfg("build_states"),
     shell:
         "python -m hitchhiker.stages.build_states --config {params.cfg:q} --data {input.data:q}"
-        " --policy {input.policy:q} --states {output.states:q} --outcomes {output.outcomes:q} > {log:q} 2>&1"
+        " --policy {input.policy:q} --states {output.states:q} --outcomes {output.outcomes:q} 2>&1 | tee {log:q}"
 
 
 rule audit:

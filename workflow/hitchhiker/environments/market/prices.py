@@ -428,6 +428,14 @@ def fetch(cfg: dict, need: int) -> tuple[pd.DataFrame, list[str]]:
             f"config key data.tickers: {', '.join(missing)} not in the {data['source']} source (it has {listed})"
         )
     prices = prices[prices["ticker"].isin(data["tickers"])]
+    today = pd.Timestamp(dt.date.today())
+    future = prices[prices["date"] > today]
+    if len(future):  # a close that has not happened: a wrong year, or a file of simulated prices
+        first = future.sort_values("date").iloc[0]
+        raise cli.HitchhikerError(
+            f"{source(data)}: {first['ticker']} is priced on {first['date'].date()}, after today ({today.date()}); "
+            "a decision's outcome must have happened (check the year, or the day and month order)"
+        )
     freqs = prices.groupby("ticker")["date"].agg(frequency.detect)
     if freqs.nunique() > 1:  # else the sparser ticker's missing rows read as gaps to forward-fill
         a, b = freqs.index[0], freqs.index[freqs != freqs.iloc[0]][0]
