@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import ROOT, stage, tiny_config, write_config
+from conftest import ROOT, run, stage, tiny_config, write_config
 from hitchhiker import bundled_model
 
 CACHE = ROOT / "data" / "cache"
@@ -56,3 +56,13 @@ def test_a_cached_wheel_that_is_not_the_pinned_one_is_refused(tmp_path):
 def test_a_missing_gguf_file_is_one_line(tmp_path):
     proc = _base_model(tmp_path, tmp_path / "nowhere.gguf", tmp_path / "cache", check=False)
     assert proc.returncode == 2 and "GGUF file" in proc.stderr and "does not exist" in proc.stderr
+
+
+def test_a_file_that_is_not_gguf_is_refused_by_the_dry_run(tmp_path):
+    """Named .gguf but not one: the dry run says so in one line, not a job after others ran."""
+    fake = tmp_path / "model.gguf"
+    fake.write_text("not a model\n")
+    write_config(tmp_path / "config.yaml", tiny_config(model={"name_or_path": str(fake)}))
+    proc = run("snakemake", "-s", ROOT / "Snakefile", "-n", cwd=tmp_path, check=False)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("hitchhiker: error:")]
+    assert proc.returncode != 0 and len(errors) == 1 and "is not a GGUF file" in errors[0], proc.stderr[-2000:]

@@ -18,6 +18,13 @@ def check_model(model_cfg: dict) -> None:
     local = Path(name).expanduser()
     if name.endswith(".gguf") and not local.is_file():
         raise HitchhikerError(f"config key model.name_or_path: GGUF file {name} does not exist")
+    if name.endswith(".gguf"):
+        with local.open("rb") as f:  # every GGUF file opens with these four bytes (the format's magic)
+            if f.read(4) != b"GGUF":
+                raise HitchhikerError(
+                    f"config key model.name_or_path: {name} is not a GGUF file (it does not start with the GGUF "
+                    "magic bytes); give a .gguf model file, a Hugging Face folder or a hub id"
+                )
     if name.startswith(("/", "./", "../", "~")) and not name.endswith(".gguf") and not local.is_dir():
         raise HitchhikerError(f"config key model.name_or_path: directory {name} does not exist")
 
