@@ -102,6 +102,13 @@ CASES = {
         + "".join(f"2016-{m:02}-28,MSFT,1\n" for m in range(1, 6)),
         "AAPL's prices are daily and MSFT's monthly: a run's tickers need one frequency",
     ),
+    "an Excel workbook": file_case(
+        b"PK\x03\x04 a zipped workbook", "a spreadsheet is not read; save the sheet as CSV", suffix=".xlsx"
+    ),
+    "a Latin-1 file": file_case(
+        "date,ticker,close,caf\xe9\n2016-01-04,AAPL,1,2\n".encode("latin-1"),
+        "not UTF-8 text (it holds byte 0xe9); save it as UTF-8",
+    ),
     "prices dated after today": file_case(
         "date,ticker,close\n" + "".join(f"{y}-03-02,{t},1\n" for y in (2016, 2099) for t in ("AAPL", "MSFT")),
         "AAPL is priced on 2099-03-02, after today",

@@ -170,6 +170,8 @@ def read_file(path: str | Path, ticker: str | None = None) -> tuple[pd.DataFrame
         raise cli.HitchhikerError(f"price file {path} does not exist{where}")
     if path.stat().st_size == 0:
         raise cli.HitchhikerError(f"price file {path} is empty")
+    if path.suffix.lower() in {".xlsx", ".xls", ".xlsm", ".ods"}:
+        raise cli.HitchhikerError(f"price file {path}: a spreadsheet is not read; save the sheet as CSV (UTF-8)")
     try:
         if path.suffix == ".parquet":
             raw = pd.read_parquet(path)
@@ -178,6 +180,11 @@ def read_file(path: str | Path, ticker: str | None = None) -> tuple[pd.DataFrame
                 head = [f.readline().decode(errors="replace").lower() for _ in range(2)]
             two_rows = head[0].startswith("price,") and head[1].startswith("ticker,")  # yfinance's to_csv
             raw = pd.read_csv(path, header=[0, 1], index_col=0) if two_rows else pd.read_csv(path)
+    except UnicodeDecodeError as err:
+        raise cli.HitchhikerError(
+            f"price file {path}: not UTF-8 text (it holds byte {err.object[err.start]:#04x}); "
+            "save it as UTF-8 (CSV UTF-8 in Excel)"
+        ) from None
     except Exception as err:  # pandas raises many types for malformed files
         raise cli.HitchhikerError(f"price file {path}: cannot read ({str(err).splitlines()[0]})") from None
     if raw.empty:
