@@ -168,6 +168,7 @@ def test_a_users_own_file_and_its_faults_are_one_line(tmp_path):
         "no such file": (None, "config key weather.path: .*nope.csv does not exist"),
         "a column missing": (good.drop(columns="wind"), "no column wind"),
         "a value not a number": (good.assign(wind=["x", *[3.0] * 29]), "wind on 2020-01-01 is 'x', not a number"),
+        "a blank reading": (good.assign(wind=[None, *[3.0] * 29]), r"wind on 2020-01-01 is blank \(a reading"),
         "two rows a day": (pd.concat([good, good.iloc[[3]]]), "two rows for 2020-01-04"),
         "readings through the day": (
             pd.concat([good.replace({"2020/01/04": "2020/01/04 06:00"}), good[3:4].assign(Date="2020/01/04 18:00")]),

@@ -87,8 +87,9 @@ def read(path: str) -> pd.DataFrame:
         values = pd.to_numeric(table[c], errors="coerce")
         bad = values.isna() | ~np.isfinite(values)
         if bad.any():
-            day = table["date"][bad].iloc[0].date()
-            raise HitchhikerError(f"weather file {path}: {c} on {day} is {table[c][bad].iloc[0]!r}, not a number")
+            day, given = table["date"][bad].iloc[0].date(), table[c][bad].iloc[0]
+            what = "blank (a reading is needed every day)" if pd.isna(given) else f"{str(given)!r}, not a number"
+            raise HitchhikerError(f"weather file {path}: {c} on {day} is {what}")
         table[c] = values.astype(float)
     order = table["date"].argsort(kind="stable")
     table, at = table.iloc[order].reset_index(drop=True), at.iloc[order].reset_index(drop=True)
