@@ -117,34 +117,45 @@ def save(fig, path) -> None:
     plt.close(fig)
 
 
-def _interval_plot(ax, xs, stats, color, label):
+# the two decoding modes apart even where their lines coincide (greedy often equals sampled)
+STYLES = {"greedy": ("tab:blue", "o-", 7), "sampled": ("tab:orange", "s--", 4)}
+
+
+def _interval_plot(ax, xs, stats, mode) -> bool:
+    """One mode's means and 95% intervals by round; False where no round has a mean."""
     # metrics.json writes an undefined figure (no valid answer to take it from) as null
     mean, lo, hi = np.array([[s["mean"], *s["ci95"]] for s in stats], dtype=float).T
-    ax.plot(xs, mean, "o-", color=color, label=label)
+    color, style, size = STYLES[mode]
+    ax.plot(xs, mean, style, color=color, label=mode, markersize=size)
     ax.fill_between(xs, lo, hi, color=color, alpha=0.2)
+    return bool(np.isfinite(mean).any())
 
 
-def plot_learning_curve(rounds: list[dict], path, unit: str = "$") -> None:
-    fig, axes = plt.subplots(1, 4, figsize=(15, 3.5))
+def learning_curve(rounds: list[dict], unit: str = "$"):
+    """Per round, each headline figure with its interval, one panel a figure the environment reports."""
     titles = {
         "valid_rate": "valid answers",
         "accuracy": "accuracy (valid answers)",
         "rank_ic": "rank IC (valid answers)",
         "mean_reward": f"mean reward per decision{f' ({unit})' if unit else ''}",
     }
-    xs = [m["round"] for m in rounds]
     titles = {k: v for k, v in titles.items() if k in rounds[0]["greedy"]}  # accuracy: where the environment says
-    for ax in axes[len(titles) :]:
-        ax.set_axis_off()
-    for ax, (key, title) in zip(axes, titles.items(), strict=False):
-        for mode, color in zip(MODES, ("tab:blue", "tab:orange"), strict=True):
-            _interval_plot(ax, xs, [m[mode][key] for m in rounds], color, mode)
+    xs = [m["round"] for m in rounds]
+    fig, axes = plt.subplots(1, len(titles), figsize=(3.75 * len(titles), 3.5), squeeze=False)
+    for ax, (key, title) in zip(axes[0], titles.items(), strict=True):
+        drawn = [_interval_plot(ax, xs, [m[mode][key] for m in rounds], mode) for mode in MODES]
+        if not any(drawn):
+            ax.text(0.5, 0.5, "no valid answers\nin any round", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(title)
         ax.set_xlabel("round (0 = base model)")
         ax.set_xticks(xs)
-    axes[0].legend()
+    axes[0][0].legend()
     fig.tight_layout()
-    save(fig, path)
+    return fig
+
+
+def plot_learning_curve(rounds: list[dict], path, unit: str = "$") -> None:
+    save(learning_curve(rounds, unit), path)
 
 
 def plot_invalid(rounds: list[dict], path) -> None:

@@ -31,12 +31,18 @@ def equity_curves(preds: pd.DataFrame, rounds: list[dict], baselines: pd.DataFra
         curves[name] = portfolio_returns(held(part), part.date, horizon, stride)
     fig, ax = plt.subplots(figsize=(8, 4))
     for name, returns in curves.items():
+        # the policies solid, the base wide and pale beneath the last round (they often coincide),
+        # the baselines thin and dotted
+        policy, base = name.startswith("round"), name.endswith("(base)")
         ax.plot(
             returns.index,
             np.cumprod(1 + returns.to_numpy()),
             label=name,
-            linewidth=2.5 if name.startswith("round") else 1.2,
+            linewidth=5 if base else 2 if policy else 1.2,
+            alpha=0.45 if base else 1.0,
+            linestyle="-" if policy else ":",
         )
+    ax.set_xlabel("decision date")
     ax.set_ylabel("equity ($1 at the start)")
     ax.set_title("portfolio induced by each policy's decisions on the test dates")
     ax.legend(fontsize=8)
@@ -63,7 +69,11 @@ def calibration(rounds: list[dict]):
         ax.set_xlabel("forecast probability (bin mean)")
         ax.set_xlim(-0.05, 1.05)
         ax.set_ylim(-0.05, 1.05)
-        ax.legend(fontsize=8)
+        if ax.collections:
+            ax.legend(fontsize=8)
+        else:
+            note = "no valid answer to read\nas a forecast"
+            ax.text(0.5, 0.5, note, ha="center", va="center", transform=ax.transAxes)
     axes[0].set_ylabel("observed frequency")
     fig.tight_layout()
     return fig
