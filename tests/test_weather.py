@@ -39,10 +39,11 @@ def built(cfg=None):
 
 def test_the_bundled_record_is_read_whole_and_its_section_gets_its_defaults():
     cfg = weather_config()
-    assert cfg["weather"] == {"path": None, "place": "Seattle", "rain_mm": 0}
+    assert cfg["weather"] == {"path": None, "place": "Seattle", "rain_mm": 0, "units": None,
+                              "faults": {"missing": "ffill", "ffill_limit": 3}}  # fmt: skip
     table, notes = ENV.fetch(cfg)
     assert len(table) == 1461 and table.date.is_monotonic_increasing and table.date.diff().dt.days.max() == 1
-    assert list(table.columns) == ["date", *weather.COLUMNS]
+    assert list(table.columns) == ["date", *weather.COLUMNS, "filled"] and not table.filled.any()
     assert notes == ["weather, the bundled data/seattle_weather.csv: 1461 days, 2012-01-01 .. 2015-12-31"]
     assert ENV.data_files(cfg) == [str(weather.BUNDLED)]
 
@@ -166,15 +167,18 @@ def test_a_users_own_file_and_its_faults_are_one_line(tmp_path):
     ENV.check_data(table, cfg)
     faults = {
         "no such file": (None, "config key weather.path: .*nope.csv does not exist"),
-        "a column missing": (good.drop(columns="wind"), "no column wind"),
+        "a column missing": (good.drop(columns="temp_min"), "no column temp_min"),
         "a value not a number": (good.assign(wind=["x", *[3.0] * 29]), "wind on 2020-01-01 is 'x', not a number"),
-        "a blank reading": (good.assign(wind=[None, *[3.0] * 29]), r"wind on 2020-01-01 is blank \(a reading"),
+        "a blank first reading": (good.assign(wind=[None, *[3.0] * 29]), "wind on 2020-01-01, the first day, is"),
+        "a week without rain measured": (
+            good.assign(Precipitation=[1.0] * 5 + [None] * 7 + [1.0] * 18),
+            "7 days in a row without a reading",
+        ),
         "two rows a day": (pd.concat([good, good.iloc[[3]]]), "two rows for 2020-01-04"),
         "readings through the day": (
             pd.concat([good.replace({"2020/01/04": "2020/01/04 06:00"}), good[3:4].assign(Date="2020/01/04 18:00")]),
             "readings at 06:00 and at 18:00 on 2020-01-04: several a day; .* so save the daily summary",
         ),
-        "a day missing": (good.drop(index=7), "no row between 2020-01-07 and 2020-01-09"),
     }
     for name, (frame, message) in faults.items():
         cfg["weather"]["path"] = str(tmp_path / "nope.csv") if frame is None else _file(tmp_path / f"{name}.csv", frame)
@@ -184,6 +188,58 @@ def test_a_users_own_file_and_its_faults_are_one_line(tmp_path):
     cfg["states"]["test"] = {"start": "2020-01-30", "end": "2020-02-28"}  # no next day after the last row
     with pytest.raises(HitchhikerError, match=r"config key states.test: no decision date in 2020-01-30"):
         ENV.check_data(ENV.fetch(cfg)[0], cfg)
+
+
+def test_a_missing_day_or_blank_reading_is_carried_forward_never_scored_or_refused_as_asked(tmp_path):
+    days = pd.date_range("2020-01-01", periods=40)
+    frame = pd.DataFrame({"date": days.strftime("%Y-%m-%d"), "precipitation": np.arange(40) % 3 * 1.0,
+                          "temp_max": 10.0, "temp_min": 2.0, "wind": 3.0})  # fmt: skip
+    frame.loc[12, "precipitation"] = None  # a blank cell
+    frame = frame.drop(index=20)  # a day absent
+    cfg = weather_config(window=3, stride=1, train={"start": "2020-01-03", "end": "2020-01-25"},
+                         test={"start": "2020-01-28", "end": "2020-02-08"})  # fmt: skip
+    cfg["weather"]["path"] = _file(tmp_path / "w.csv", frame)
+    table, notes = ENV.fetch(cfg)
+    assert len(table) == 40 and table.filled.sum() == 2 and table.precipitation[12] == table.precipitation[11]
+    assert "missing readings on 2 days (1 absent from the file), carried forward" in notes[-1]
+    states, outcomes = ENV.make_states(table, cfg, lambda texts, budget: np.ones(len(texts), bool))
+    assert not set(outcomes.outcome_date) & {days[12], days[20]}  # a filled day is never an outcome
+    ENV.audit(table, states, outcomes, cfg)
+    cfg["weather"]["faults"] = {"missing": "error", "ffill_limit": 3}
+    with pytest.raises(HitchhikerError, match=r"precipitation on 2020-01-13 is missing \(2 days: 1 absent"):
+        ENV.fetch(cfg)
+
+
+def noaa_export(path, days=1461):
+    """The bundled record as NOAA Climate Data Online exports a daily summary: every value
+    quoted, STATION and a NAME with a comma, DATE, PRCP in inches and TMAX/TMIN in Fahrenheit
+    (its "standard" units), no wind column, a few PRCP cells blank and two days absent."""
+    src = pd.read_csv(weather.BUNDLED).head(days)
+    out = pd.DataFrame({"STATION": "USW00024233", "NAME": "SEATTLE TACOMA AIRPORT, WA US", "DATE": src["date"],
+                        "PRCP": (src["precipitation"] / 25.4).round(3).map(str),
+                        "TMAX": (src["temp_max"] * 9 / 5 + 32).round(1).map(str),
+                        "TMIN": (src["temp_min"] * 9 / 5 + 32).round(1).map(str)})  # fmt: skip
+    out.loc[[40, 90, 91], "PRCP"] = ""
+    out = out.drop(index=[150, 260])
+    out.to_csv(path, index=False, quoting=1)  # csv.QUOTE_ALL
+    return src
+
+
+def test_a_noaa_export_is_read_in_its_units_once_they_are_declared(tmp_path):
+    src = noaa_export(tmp_path / "noaa.csv")
+    cfg = weather_config()
+    cfg["weather"]["path"] = str(tmp_path / "noaa.csv")
+    with pytest.raises(HitchhikerError, match=r"has NOAA's columns \(PRCP, TMAX, TMIN\): set weather.units"):
+        ENV.fetch(cfg)
+    cfg["weather"]["units"] = "standard"
+    table, _ = ENV.fetch(cfg)
+    kept = ~table.filled.to_numpy()
+    for ours in ("precipitation", "temp_max", "temp_min"):
+        assert np.allclose(table[ours][kept], src[ours][kept], atol=0.05), ours  # back in mm and C
+    assert table.wind.isna().all() and table.filled.sum() == 5
+    states, _ = ENV.make_states(table, cfg, lambda texts, budget: np.ones(len(texts), bool))
+    line = states.prompt.iloc[0].splitlines()[1]
+    assert weather.LINE.match(line) and "wind" not in line and " mm, high " in line
 
 
 @pytest.mark.parametrize(
@@ -200,7 +256,7 @@ def test_a_weather_files_dates_are_read_as_the_market_reads_its_prices(tmp_path,
     on the zoned file it raised a traceback.)"""
     days = pd.date_range("2020-03-01", periods=30)
     frame = pd.DataFrame({"date": written(days), "precipitation": 1.0, "temp_max": 10.0, "temp_min": 2.0, "wind": 3.0})
-    table = weather.read(_file(tmp_path / "w.csv", frame))
+    table, _ = weather.read(_file(tmp_path / "w.csv", frame))
     assert list(table.date) == list(days)
     frame.loc[3, "date"] = "March the 4th"
     with pytest.raises(HitchhikerError, match=r"weather file .*w.csv: unreadable date 'March the 4th' in row 4"):
@@ -212,7 +268,7 @@ def test_a_weather_files_dates_are_read_as_the_market_reads_its_prices(tmp_path,
     [
         (
             lambda c: c["weather"].update(rain=1),
-            r"unknown config key weather.rain \(known here: path, place, rain_mm\)",
+            r"unknown config key weather.rain \(known here: faults, path, place, rain_mm, units\)",
         ),
         (lambda c: c["weather"].update(rain_mm=-1), r"config key weather.rain_mm = -1"),
         (lambda c: c["states"].update(horizon=5), r"states.horizon = 5: the weather environment forecasts tomorrow"),
@@ -298,6 +354,28 @@ def test_a_users_weather_file_runs_every_stage_from_another_directory(tmp_path):
     assert (preds.rain == outcomes.rain[preds.state_id].to_numpy()).all()
     headline = pd.read_csv(res / "headline.csv")
     assert len(headline) == 6 and "mean reward" in headline.columns  # no dollar sign: not a market
+
+
+@pytest.mark.slow
+def test_a_noaa_export_runs_every_stage_as_delivered_with_its_units_declared(tmp_path):
+    """NOAA's daily-summary CSV as it comes (quoted, upper-case codes, inches and Fahrenheit,
+    no wind, blank cells, two days absent) through the real DAG with the tiny model."""
+    noaa_export(tmp_path / "noaa.csv", days=800)
+    cfg = weather_config(
+        window=3,
+        train={"start": "2012-01-01", "end": "2013-06-30", "max_states": 24},
+        test={"start": "2013-09-01", "end": "2014-02-28", "max_states": 12},
+    )
+    cfg |= {"rounds": 1, "weather": {"path": "noaa.csv", "units": "standard"}}
+    write_config(tmp_path / "config.yaml", cfg)
+    proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml", "--cores", "2", cwd=tmp_path)
+    res = tmp_path / "results" / "weather"
+    log = (res / "logs" / "fetch_prices.log").read_text()
+    assert "units: standard" in log and "missing readings on 5 days (2 absent from the file)" in log
+    states = pd.read_parquet(res / "states.parquet")
+    assert states.prompt.str.contains(" mm, high ").all() and not states.prompt.str.contains("wind").any()
+    assert json.loads((res / "metrics.json").read_text())["rounds"][-1]["round"] == 1
+    assert "audit: 36 states clean" in proc.stdout + proc.stderr
 
 
 @pytest.mark.slow

@@ -3,10 +3,12 @@ and the template for a new environment: this file and one line in ENVIRONMENTS
 (docs/environments.md walks through it).
 
 Data (``fetch``): a daily weather table with date, precipitation (mm), temp_max and
-temp_min (degrees C) and wind (m/s): by default the bundled record of Seattle, 2012-01-01 ..
-2015-12-31 (data/seattle_weather.csv: NOAA's public-domain daily summaries as the
-vega_datasets package ships them, MIT), or the CSV or Parquet at weather.path. One row per
-day, no day missing ("tomorrow" is the next row).
+temp_min (degrees C) and, if measured, wind (m/s): by default the bundled record of Seattle,
+2012-01-01 .. 2015-12-31 (data/seattle_weather.csv: NOAA's public-domain daily summaries as
+the vega_datasets package ships them, MIT), or the CSV or Parquet at weather.path, by these
+column names or NOAA's codes (a Climate Data Online export as it comes), in weather.units.
+One row per day ("tomorrow" is the next row): a blank reading or a day the file lacks is
+carried forward or refused (weather.faults), and a filled day is never an outcome.
 State: a decision date T of a split (states.train, states.test, ...: their start, end and
 max_states, states.stride and the embargo); the prompt shows the states.window days up to
 and including T, oldest first, fewer when it would not fit states.max_prompt_tokens.
@@ -41,14 +43,24 @@ BUNDLED = Path(__file__).resolve().parents[3] / "data" / "seattle_weather.csv"
 COLUMNS = ("precipitation", "temp_max", "temp_min", "wind")
 WORDS = ("yes", "no")
 LINE = re.compile(
-    r"^(\d{4}-\d\d-\d\d): rain (-?\d+\.\d) mm, high (-?\d+\.\d) C, low (-?\d+\.\d) C, wind (-?\d+\.\d) m/s$"
+    r"^(\d{4}-\d\d-\d\d): rain (-?\d+\.\d) mm, high (-?\d+\.\d) C, low (-?\d+\.\d) C(?:, wind (-?\d+\.\d) m/s)?$"
 )
+# NOAA's daily element codes (GHCN-Daily, as Climate Data Online exports them): our names
+NOAA = {"prcp": "precipitation", "tmax": "temp_max", "tmin": "temp_min", "awnd": "wind"}
+# a file's units to the prompt's (mm, degrees C, m/s): NOAA's "standard" is inches, F, mph
+TO_METRIC = {
+    "precipitation": lambda v: v * 25.4,
+    "temp_max": lambda v: (v - 32) * 5 / 9,
+    "temp_min": lambda v: (v - 32) * 5 / 9,
+    "wind": lambda v: v * 0.44704,
+}
 
 
 def render(place: str, rows: pd.DataFrame, rain_mm: float) -> str:
     """The prompt of a state whose shown days are ``rows`` (the last one is today)."""
     lines = [
-        f"{d:%Y-%m-%d}: rain {p:.1f} mm, high {hi:.1f} C, low {lo:.1f} C, wind {w:.1f} m/s"
+        f"{d:%Y-%m-%d}: rain {p:.1f} mm, high {hi:.1f} C, low {lo:.1f} C"
+        + ("" if np.isnan(w) else f", wind {w:.1f} m/s")  # a record without wind shows none
         for d, p, hi, lo, w in zip(rows["date"], *(rows[c] for c in COLUMNS), strict=True)
     ]
     return "\n".join(
@@ -61,36 +73,57 @@ def render(place: str, rows: pd.DataFrame, rain_mm: float) -> str:
     )
 
 
-def read(path: str) -> pd.DataFrame:
-    """The weather table at ``path`` (CSV or Parquet): date and COLUMNS, one row a day, in order."""
+def read(path: str, units: str | None = None, faults: dict | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """The weather table at ``path`` (CSV or Parquet) in the prompt's units: date and COLUMNS,
+    one row a day, in order (wind NaN where the file has none), a ``filled`` flag on the rows
+    whose readings weather.faults.missing carried forward, and the log's lines saying what was
+    read and done. Columns by our names or NOAA's codes (PRCP, TMAX, TMIN, AWND), any case."""
+    faults = {"missing": "error", "ffill_limit": 3, **(faults or {})}
     p = Path(path)
     if not p.is_file():
         where = "" if p.is_absolute() else f" (relative to the working directory {Path.cwd()})"
         raise HitchhikerError(f"config key weather.path: {path} does not exist{where}")
     try:
         raw = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
+    except UnicodeDecodeError:
+        raise HitchhikerError(f"weather file {path}: not UTF-8 text; save it as UTF-8") from None
     except Exception as err:  # pandas raises many types for malformed files
         raise HitchhikerError(f"weather file {path}: cannot read ({str(err).splitlines()[0]})") from None
     raw.columns = [str(c).strip().lower() for c in raw.columns]
-    missing = [c for c in ("date", *COLUMNS) if c not in raw.columns]
+    coded = [c for c in NOAA if c in raw.columns and NOAA[c] not in raw.columns]
+    raw = raw.rename(columns={c: NOAA[c] for c in coded})
+    if coded and units is None:
+        raise HitchhikerError(
+            f"weather file {path} has NOAA's columns ({', '.join(c.upper() for c in coded)}): set weather.units to "
+            "standard (inches, F, mph: the export's default) or metric, as the export was made"
+        )
+    missing = [c for c in ("date", *COLUMNS) if c not in raw.columns and c != "wind"]
     if missing:
         raise HitchhikerError(
             f"weather file {path}: no column {', '.join(missing)} (columns: {', '.join(raw.columns)})"
         )
+    if "wind" not in raw.columns:
+        raw["wind"] = np.nan
     table = raw[["date", *COLUMNS]].copy()
     # the reader every data file shares: the day in its own zone, day or month first as the
     # whole column says, an unreadable date named with its row
-
     at = dated.read_times(table["date"], f"weather file {path}")
     table["date"] = at.dt.normalize()
     for c in COLUMNS:
-        values = pd.to_numeric(table[c], errors="coerce")
-        bad = values.isna() | ~np.isfinite(values)
+        if pd.api.types.is_numeric_dtype(table[c]):
+            values = table[c].astype(float)
+            bad = np.isinf(values)
+        else:  # text: a blank is a missing reading, anything else must read as a number
+            text = table[c].astype("string").str.strip()
+            values = pd.to_numeric(text.mask(text == ""), errors="coerce").astype(float)
+            bad = (values.isna() & text.notna() & (text != "")).to_numpy() | np.isinf(values.fillna(0)).to_numpy()
         if bad.any():
             day, given = table["date"][bad].iloc[0].date(), table[c][bad].iloc[0]
-            what = "blank (a reading is needed every day)" if pd.isna(given) else f"{str(given)!r}, not a number"
-            raise HitchhikerError(f"weather file {path}: {c} on {day} is {what}")
+            raise HitchhikerError(f"weather file {path}: {c} on {day} is {str(given)!r}, not a number")
         table[c] = values.astype(float)
+        if units == "standard":
+            table[c] = TO_METRIC[c](table[c])
+    notes = [f"units: {units or 'metric'} (mm, C, m/s in the prompts)"] if units == "standard" else []
     order = table["date"].argsort(kind="stable")
     table, at = table.iloc[order].reset_index(drop=True), at.iloc[order].reset_index(drop=True)
     step = table["date"].diff().dt.days
@@ -104,14 +137,39 @@ def read(path: str) -> pd.DataFrame:
                 "and wind), so save the daily summary"
             )
         raise HitchhikerError(f"weather file {path}: two rows for {day.date()}")
-    if (step > 1).any():
-        after = table["date"][step > 1].iloc[0]
-        before = table["date"][table.index[step > 1][0] - 1]
-        raise HitchhikerError(
-            f"weather file {path}: no row between {before.date()} and {after.date()} (one row a day: "
-            "tomorrow is the next row)"
+    # a day the file does not hold is a row of blank readings: both are missing readings
+    days = pd.date_range(table["date"].iloc[0], table["date"].iloc[-1], freq="D")
+    absent = len(days) - len(table)
+    table = table.set_index("date").reindex(days).rename_axis("date").reset_index()
+    measured = [c for c in COLUMNS if c != "wind" or table[c].notna().any()]
+    blank = table[measured].isna()
+    table["filled"] = blank.any(axis=1)
+    if blank.any(axis=None):
+        row = int(blank.any(axis=1).to_numpy().argmax())
+        column = blank.columns[blank.iloc[row].to_numpy()][0]
+        what = f"{int(table['filled'].sum())} days: {absent} absent from the file, the rest with blank cells"
+        if faults["missing"] == "error":
+            raise HitchhikerError(
+                f"weather file {path}: {column} on {table['date'][row].date()} is missing ({what}); set "
+                "weather.faults.missing: ffill to carry the day before forward"
+            )
+        runs = blank.apply(lambda col: col.groupby((~col).cumsum()).transform("sum")).max(axis=None)
+        if runs > faults["ffill_limit"]:
+            raise HitchhikerError(
+                f"weather file {path}: {int(runs)} days in a row without a reading (weather.faults.ffill_limit "
+                f"= {faults['ffill_limit']})"
+            )
+        table[measured] = table[measured].ffill()
+        if table[measured].iloc[0].isna().any():
+            raise HitchhikerError(
+                f"weather file {path}: {column} on {table['date'][0].date()}, the first day, is missing: no day "
+                "before it to carry forward (start the file a day later)"
+            )
+        notes.append(
+            f"missing readings on {int(table['filled'].sum())} days ({absent} absent from the file), carried forward "
+            "from the day before (weather.faults.missing: ffill); a filled day is never an outcome"
         )
-    return table
+    return table, notes
 
 
 class Weather(Environment):
@@ -132,9 +190,42 @@ class Weather(Environment):
                 "type": ["string", "null"],
                 "default": None,
                 "description": (
-                    "A CSV or Parquet of daily weather: date, precipitation (mm), temp_max and temp_min "
-                    "(degrees C), wind (m/s), one row a day; null: the bundled Seattle record, 2012-2015."
+                    "A CSV or Parquet of daily weather: date, precipitation, temp_max, temp_min and, if "
+                    "measured, wind, by these names or NOAA's codes (DATE, PRCP, TMAX, TMIN, AWND), one row a "
+                    "day, in weather.units; null: the bundled Seattle record, 2012-2015."
                 ),
+            },
+            "units": {
+                "enum": [None, "metric", "standard"],
+                "default": None,
+                "description": (
+                    "The file's units, converted to the prompts' (mm, degrees C, m/s): metric, or standard "
+                    "(inches, degrees F, mph: NOAA Climate Data Online's default export). null: metric, except "
+                    "for a file with NOAA's column codes (PRCP, TMAX, TMIN), which must say."
+                ),
+            },
+            "faults": {
+                "type": "object",
+                "additionalProperties": False,
+                "default": {},
+                "description": "What a file's missing readings get, as data.faults for prices.",
+                "properties": {
+                    "missing": {
+                        "enum": ["ffill", "error"],
+                        "default": "ffill",
+                        "description": (
+                            "A blank reading or a day the file does not hold: ffill carries the day before "
+                            "forward (at most ffill_limit days in a row; a filled day is shown in prompts but "
+                            "never scored as an outcome); error refuses the file, naming the day."
+                        ),
+                    },
+                    "ffill_limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "default": 3,
+                        "description": "Longest run of missing days ffill may fill; a longer gap is an error.",
+                    },
+                },
             },
             "place": {
                 "type": "string",
@@ -161,9 +252,10 @@ class Weather(Environment):
         return f"weather file {path}" if path else f"weather, the bundled {BUNDLED.relative_to(BUNDLED.parents[1])}"
 
     def fetch(self, cfg: dict) -> tuple[pd.DataFrame, list[str]]:
-        table = read(self.data_files(cfg)[0])
+        own = cfg["weather"]
+        table, notes = read(self.data_files(cfg)[0], own["units"], own["faults"])
         first, last = table["date"].iloc[0].date(), table["date"].iloc[-1].date()
-        return table, [f"{self.describe_data(cfg)}: {len(table)} days, {first} .. {last}"]
+        return table, [f"{self.describe_data(cfg)}: {len(table)} days, {first} .. {last}", *notes]
 
     def check_config(self, cfg: dict) -> None:
         st, data = cfg.get("states", {}), cfg.get("data", {})
@@ -182,6 +274,9 @@ class Weather(Environment):
         it, a next day, the stride, the embargo before the next split, a seeded draw of max_states."""
         st, dates = cfg["states"], table["date"]
         out = dated.decision_days(dates, st, history=st["window"] - 1, ahead=1)
+        if "filled" in table:  # a day whose readings were carried forward is never an outcome
+            filled = table["filled"].to_numpy(dtype=bool)
+            out = {split: days[~filled[days + 1]] for split, days in out.items()}
         for split, days in out.items():
             if not len(days):
                 raise HitchhikerError(
@@ -260,7 +355,8 @@ class Weather(Environment):
                         f"audit: state {state.state_id} ({day.date()}) shows {when.date()}, a later day"
                     )
                 want = rows.loc[when, list(COLUMNS)].to_numpy(dtype=float)
-                if np.abs(np.array([float(v) for v in m.groups()[1:]]) - want).max() > 0.05 + 1e-9:
+                got = np.array([np.nan if v is None else float(v) for v in m.groups()[1:]])  # no wind: none shown
+                if (np.isnan(got) != np.isnan(want)).any() or np.nanmax(np.abs(got - want)) > 0.05 + 1e-9:
                     raise HitchhikerError(
                         f"audit: state {state.state_id} ({day.date()}): its line for {when.date()} is not the data's"
                     )
@@ -271,6 +367,10 @@ class Weather(Environment):
             if nxt is None or pd.Timestamp(o["outcome_date"]) != nxt:
                 raise HitchhikerError(
                     f"audit: state {state.state_id} ({day.date()}): its outcome is not the next day's"
+                )
+            if "filled" in rows and bool(rows.loc[nxt, "filled"]):
+                raise HitchhikerError(
+                    f"audit: state {state.state_id} ({day.date()}): its outcome is a day whose readings were filled"
                 )
             if bool(o["rain"]) != bool(rows.loc[nxt, "precipitation"] > rain_mm):
                 raise HitchhikerError(
