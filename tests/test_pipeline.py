@@ -316,15 +316,19 @@ STAGES = {
     "module, rerun",
     [
         # round 2's rollout uses the policy trained on round 1's scores, so it follows score
-        ("score", {"score", "grpo_train", "rollout", "evaluate", "summarize"}),
-        ("evaluate", {"evaluate", "summarize"}),
+        ("stages/score", {"score", "grpo_train", "rollout", "evaluate", "summarize"}),
+        ("stages/evaluate", {"evaluate", "summarize"}),
         # every stage validates its config through the environment's check_config
-        ("environments/market", STAGES),
+        ("environments/market/environment", STAGES),
         # imported by the methods score, evaluate and summarize call (sources.CALLED_BY): score onward
-        ("environments/hallucination", {"score", "grpo_train", "rollout", "evaluate", "summarize"}),
-        ("environments/sequential", set()),  # another environment's module: only the configured one is an input
+        ("environments/market/hallucination", {"score", "grpo_train", "rollout", "evaluate", "summarize"}),
+        ("environments/market/sequential", set()),  # another environment's module: only the configured one is an input
         ("environments/weather", set()),
         ("policy", STAGES - {"fetch_prices"}),  # base_model, build_states, rollout, evaluate import it
+        # the configured objective's module: grpo_train onward (round 2 samples and is scored anew);
+        # another objective's: nothing
+        ("training/objectives/grpo", {"grpo_train", "rollout", "score", "evaluate", "summarize"}),
+        ("training/objectives/dpo", set()),
     ],
 )
 def test_a_code_change_reruns_that_stage_and_what_follows(pipeline, module, rerun):
