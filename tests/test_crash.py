@@ -38,7 +38,7 @@ def _kill_while_writing(d, stage, whole_run, temporaries):
         if victim is None:
             for p in psutil.Process(proc.pid).children(recursive=True):
                 try:
-                    if f"hitchhiker.{stage}" in " ".join(p.cmdline()):
+                    if f"hitchhiker.stages.{stage}" in " ".join(p.cmdline()):
                         victim = p
                         break
                 except psutil.NoSuchProcess:
