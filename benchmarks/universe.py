@@ -27,13 +27,14 @@ def states_config(tickers: list[str], dates, per_date: int) -> dict:
     day = lambda i: str(dates[i])[:10]  # noqa: E731
     return {
         "run": "bench",
-        "data": {"source": "sample", "tickers": tickers},
+        "market": {
+            "data": {"source": "sample", "tickers": tickers},
+            "states": {"formats": ["pairwise"], "per_date": per_date},
+        },
         "states": {
-            "formats": ["pairwise"],
             "horizon": 5,
             "window": 10,
             "stride": 1,
-            "per_date": per_date,
             "train": {"start": day(0), "end": day(cut), "max_states": None},
             "test": {"start": day(cut + 10), "end": day(len(dates) - 1), "max_states": None},
         },
@@ -43,7 +44,7 @@ def states_config(tickers: list[str], dates, per_date: int) -> dict:
 def tiny_policy(out: Path, tickers: list[str]) -> None:
     """The default tiny model and tokenizer, as a policy directory: the base_model stage's,
     its output shown only if it fails."""
-    cfg = {"run": "bench", "data": {"tickers": tickers[:20]}}
+    cfg = {"run": "bench", "market": {"data": {"tickers": tickers[:20]}}}
     timed([sys.executable, "-m", "hitchhiker.stages.base_model", "--config", json.dumps(cfg), "--out", str(out)])
 
 

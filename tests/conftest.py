@@ -16,9 +16,11 @@ TINY = {
     "run": "tiny",
     "seed": 0,
     "rounds": 1,
-    "data": {"source": "sample", "tickers": ["AAPL", "MSFT", "KO"]},
+    "market": {
+        "data": {"source": "sample", "tickers": ["AAPL", "MSFT", "KO"]},
+        "states": {"formats": ["pairwise", "elementwise"]},
+    },
     "states": {
-        "formats": ["pairwise", "elementwise"],
         "horizon": 5,
         "window": 5,
         "stride": 10,
@@ -66,13 +68,22 @@ def devices() -> list[str]:
 
 
 def tiny_config(**overrides) -> dict:
-    """The tiny config with nested overrides: tiny_config(rollout={"samples_per_state": 2})."""
+    """The tiny config with nested overrides: tiny_config(rollout={"samples_per_state": 2});
+    the market's, one level deeper: tiny_config(market={"data": {"tickers": ["AAPL", "KO"]}})."""
     cfg = copy.deepcopy(TINY)
     for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+        if key == "market" and isinstance(value, dict):
+            value = {part: {**cfg["market"].get(part, {}), **given} for part, given in value.items()}
+            cfg[key] = {**cfg["market"], **value}
+        elif isinstance(value, dict) and isinstance(cfg.get(key), dict):
             cfg[key] = {**cfg[key], **value}
         else:
             cfg[key] = value
+    from hitchhiker import environments  # here: conftest is read before the tests import hitchhiker
+
+    name = cfg.get("environment", "market")
+    if name in environments.ENVIRONMENTS and environments.get(name).config_key != "market":
+        cfg.pop("market")  # another environment's run reads no market section
     return cfg
 
 

@@ -26,7 +26,7 @@ def file_case(content, message, tickers=("AAPL", "MSFT"), suffix=".csv"):
     def setup(tmp, base):
         path = tmp / f"prices{suffix}"
         path.write_text(content) if isinstance(content, str) else path.write_bytes(content)
-        cfg = tiny_config(data={"source": "file", "path": str(path), "tickers": list(tickers)})
+        cfg = tiny_config(market={"data": {"source": "file", "path": str(path), "tickers": list(tickers)}})
         return "fetch_prices", cfg, message
 
     return setup
@@ -54,22 +54,27 @@ CASES = {
         lambda c: c["rollout"].update(temperature_eps=0.7), "rollout.temperature_eps"
     ),
     "rounds zero": cfg_case(lambda c: c.update(rounds=0), "config key rounds"),
-    "empty ticker list": cfg_case(lambda c: c["data"].update(tickers=[]), "data.tickers"),
-    "pairwise with one ticker": cfg_case(lambda c: c["data"].update(tickers=["AAPL"]), "at least 2 tickers"),
+    "empty ticker list": cfg_case(lambda c: c["market"]["data"].update(tickers=[]), "market.data.tickers"),
+    "pairwise with one ticker": cfg_case(lambda c: c["market"]["data"].update(tickers=["AAPL"]), "at least 2 tickers"),
     "not a date": cfg_case(lambda c: c["states"]["train"].update(start="2016-02-30"), "states.train.start"),
     "embargo shorter than horizon": cfg_case(lambda c: c["states"].update(embargo=1), "states.embargo"),
     "unsafe run name": cfg_case(lambda c: c.update(run="a b;rm"), "config key run"),
-    "unsafe ticker": cfg_case(lambda c: c["data"].update(tickers=["AAPL", "$(reboot)"]), "data.tickers"),
-    "unknown ticker": cfg_case(lambda c: c["data"].update(tickers=["AAPL", "NOTATICKER"]), "NOTATICKER not in"),
-    "file source without path": cfg_case(lambda c: c["data"].update(source="file"), "data.path"),
+    "unsafe ticker": cfg_case(
+        lambda c: c["market"]["data"].update(tickers=["AAPL", "$(reboot)"]), "market.data.tickers"
+    ),
+    "unknown ticker": cfg_case(
+        lambda c: c["market"]["data"].update(tickers=["AAPL", "NOTATICKER"]), "NOTATICKER not in"
+    ),
+    "file source without path": cfg_case(lambda c: c["market"]["data"].update(source="file"), "market.data.path"),
     "path without the file source": cfg_case(  # it would train on the bundled sample in silence
-        lambda c: c["data"].update(path="prices.csv"), "data.path is set, but data.source is sample: set data.source"
+        lambda c: c["market"]["data"].update(path="prices.csv"),
+        "market.data.path is set, but market.data.source is sample: set market.data.source",
     ),
     "groups split across steps": cfg_case(
         lambda c: c["train"].update(per_device_batch_size=6), "train.per_device_batch_size"
     ),
     "listwise larger than the universe": cfg_case(
-        lambda c: c["states"].update(formats=["listwise"], list_size=5), "states.list_size = 5"
+        lambda c: c["market"]["states"].update(formats=["listwise"], list_size=5), "market.states.list_size = 5"
     ),
     "validation overlaps test": cfg_case(
         lambda c: c["states"].update(validation={"start": "2019-01-01", "end": "2019-04-01"}), "states.test.start"
@@ -77,7 +82,9 @@ CASES = {
     "evaluate a missing validation split": cfg_case(
         lambda c: c["evaluate"].update(split="validation"), "states.validation is not set"
     ),
-    "unknown fault policy": cfg_case(lambda c: c["data"].update(faults={"missing": "guess"}), "data.faults.missing"),
+    "unknown fault policy": cfg_case(
+        lambda c: c["market"]["data"].update(faults={"missing": "guess"}), "market.data.faults.missing"
+    ),
     "unknown environment": cfg_case(lambda c: c.update(environment="casino"), "config key environment"),
     # data
     "empty price file": file_case("", "is empty"),
@@ -90,11 +97,11 @@ CASES = {
         "date;AAPL;MSFT\n2016-01-04;1;2\n", "no 'date' column (columns: date;AAPL;MSFT); is it separated by ';'?"
     ),
     "relative path that is not there": cfg_case(
-        lambda c: c["data"].update(source="file", path="nowhere/p.csv"),
+        lambda c: c["market"]["data"].update(source="file", path="nowhere/p.csv"),
         "price file nowhere/p.csv does not exist (relative to the working directory",
     ),
     "index symbol with a regular-expression message": cfg_case(
-        lambda c: c["data"].update(tickers=["AAPL", "GS PC"]), "not a ticker symbol (up to 16 letters"
+        lambda c: c["market"]["data"].update(tickers=["AAPL", "GS PC"]), "not a ticker symbol (up to 16 letters"
     ),
     "daily and monthly prices mixed": file_case(
         "date,ticker,close\n"
@@ -114,7 +121,7 @@ CASES = {
         "AAPL is priced on 2099-03-02, after today",
     ),
     "a directory as the price file": cfg_case(
-        lambda c: c["data"].update(source="file", path="/tmp"), "price file /tmp is a directory"
+        lambda c: c["market"]["data"].update(source="file", path="/tmp"), "price file /tmp is a directory"
     ),
     "dates with no prices": cfg_case(
         lambda c: c["states"].update(
@@ -139,7 +146,8 @@ CASES = {
         GOOD_ROWS + "2016-01-04,AAPL,100\n", "duplicate price row for AAPL on 2016-01-04"
     ),
     "price file missing": cfg_case(
-        lambda c: c["data"].update(source="file", path="/nonexistent/p.csv"), "/nonexistent/p.csv does not exist"
+        lambda c: c["market"]["data"].update(source="file", path="/nonexistent/p.csv"),
+        "/nonexistent/p.csv does not exist",
     ),
     "corrupt parquet": file_case(b"PAR1 not really", "cannot read", suffix=".parquet"),
     "one ticker's OHLCV file": file_case(  # its columns are not tickers
@@ -156,8 +164,8 @@ CASES = {
         "directory /nonexistent/model does not exist",
         cmd="base_model",
     ),
-    "data.tickers missing (the tiny model's corpus)": cfg_case(
-        lambda c: c["data"].pop("tickers"), "config key data.tickers is required", cmd="base_model"
+    "market.data.tickers missing (the tiny model's corpus)": cfg_case(
+        lambda c: c["market"]["data"].pop("tickers"), "config key market.data.tickers is required", cmd="base_model"
     ),
     "model.tiny shape": cfg_case(
         lambda c: c["model"]["tiny"].update(hidden_size=30, num_heads=4), "model.tiny.hidden_size", cmd="base_model"

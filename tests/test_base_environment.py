@@ -54,6 +54,8 @@ def test_the_shipped_environments_are_subclasses_and_only_the_single_turn_ones_p
     shipped = {name: environments.get(name) for name in environments.ENVIRONMENTS}
     assert all(isinstance(env, Environment) and env.name == name for name, env in shipped.items())
     assert {name for name, env in shipped.items() if env.prices_actions()} == {"market", "synthetic", "weather"}
-    cfg = tiny_config(environment="sequential", states={**tiny_config()["states"], "turns": 2, "horizon": 4})
+    cfg = tiny_config(
+        environment="sequential", states={**tiny_config()["states"], "horizon": 4}, market={"states": {"turns": 2}}
+    )
     with pytest.raises(HitchhikerError, match=r"train\.objective = full_information: the sequential environment"):
         config.validate({**cfg, "train": {**cfg["train"], "objective": "full_information"}})

@@ -18,8 +18,7 @@ CACHE = ROOT / "data" / "cache"
 
 
 def _base_model(tmp_path, name, cache, check=True):
-    cfg = tiny_config(model={"name_or_path": str(name)}, data={"source": "sample", "tickers": ["AAPL", "MSFT", "KO"],
-                                                                 "cache_dir": str(cache)})  # fmt: skip
+    cfg = tiny_config(model={"name_or_path": str(name)}, data={"cache_dir": str(cache)})
     write_config(tmp_path / "c.yaml", cfg)
     return stage("base_model", "--config", tmp_path / "c.yaml", "--out", tmp_path / "p0", check=check)
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import ROOT, stage, tiny_config, write_config
+from conftest import ROOT, run, stage, tiny_config, write_config
 from hitchhiker import config, environments, policy
 from hitchhiker.cli import HitchhikerError
 
@@ -84,7 +84,9 @@ def test_the_default_config_sets_only_what_it_changes():
             elif sub.get("default", object()) == value:
                 yield f"{path}{key}"
 
-    assert list(same(yaml.safe_load((ROOT / "config.yaml").read_text()), schema)) == []
+    default = yaml.safe_load((ROOT / "config.yaml").read_text())
+    market = {"properties": {"market": environments.get("market").config_schema}}
+    assert list(same({"market": default.pop("market")}, market)) + list(same(default, schema)) == []
 
 
 @pytest.mark.parametrize(
@@ -96,12 +98,15 @@ def test_the_default_config_sets_only_what_it_changes():
             lambda c: c.setdefault("reward", {}).update(unsupported_claim_penalty=0.01),
             "config key reward.unsupported_claim_penalty is now grounding.unsupported_claim_penalty",
         ),
+        (lambda c: c.update(data={"tickers": ["AAPL", "KO"]}), "config key data.tickers is now market.data.tickers"),
+        (lambda c: c["states"].update(formats=["pairwise"]), "config key states.formats is now market.states.formats"),
+        (lambda c: c.update(weather={"place": "Oslo"}), "unknown config key weather"),  # a market run reads none
         (lambda c: c["rollout"].update(samples_per_state="4"), "rollout.samples_per_state"),
         (lambda c: c["rollout"].update(samples_per_state=1), "rollout.samples_per_state"),
         (lambda c: c["states"].update(horizon=0), "states.horizon"),
         (lambda c: c.update(rounds=0), "rounds"),
-        (lambda c: c["data"].update(tickers=[]), "data.tickers"),
-        (lambda c: c["data"].update(tickers=["AAPL"]), "pairwise states need at least 2 tickers"),
+        (lambda c: c["market"]["data"].update(tickers=[]), "market.data.tickers"),
+        (lambda c: c["market"]["data"].update(tickers=["AAPL"]), "pairwise states need at least 2 tickers"),
         (lambda c: c["states"]["train"].update(start="2019-01-01", end="2018-01-01"), "states.train: start"),
         (lambda c: c["states"]["test"].update(start="2015-01-01", end="2015-12-31"), "states.test.start"),
         (lambda c: c["states"]["test"].update(start="2019-13-01"), "states.test.start"),
@@ -133,7 +138,7 @@ def test_the_default_config_sets_only_what_it_changes():
             lambda c: (
                 c.update(environment="sequential"),
                 c["train"].update(objective="full_information"),
-                c["states"].update(formats=["pairwise"], turns=1),
+                c["market"]["states"].update(formats=["pairwise"], turns=1),
             ),
             "train.objective = full_information: the sequential environment does not price every action",
         ),
@@ -141,13 +146,13 @@ def test_the_default_config_sets_only_what_it_changes():
             lambda c: (
                 c.update(environment="sequential"),
                 c["train"].update(objective="dpo"),
-                c["states"].update(formats=["pairwise"], turns=1),
+                c["market"]["states"].update(formats=["pairwise"], turns=1),
             ),
             "train.objective = dpo: the sequential environment's completions hold the environment's turns",
         ),
         (lambda c: c["train"].update(objective="dpo", per_device_batch_size=6), None),
         (lambda c: c.update(run="../escape"), 'config key run = "../escape": not a run name'),
-        (lambda c: c["data"].update(tickers=["AAPL", "MSFT; rm -rf /"]), "data.tickers"),
+        (lambda c: c["market"]["data"].update(tickers=["AAPL", "MSFT; rm -rf /"]), "market.data.tickers"),
     ],
 )
 def test_bad_config_is_one_line_naming_the_key(mutate, message):
@@ -176,7 +181,9 @@ def test_stage_command_reports_bad_config_in_one_line_and_writes_nothing(tmp_pat
 
 
 def test_unknown_ticker_is_named(tmp_path):
-    path = write_config(tmp_path / "config.yaml", tiny_config(data={"source": "sample", "tickers": ["AAPL", "NOPE"]}))
+    path = write_config(
+        tmp_path / "config.yaml", tiny_config(market={"data": {"source": "sample", "tickers": ["AAPL", "NOPE"]}})
+    )
     proc = stage("fetch_prices", "--config", path, "--out", tmp_path / "p.parquet", check=False)
     assert proc.returncode == 2 and "NOPE not in the sample source" in proc.stderr
     assert not (tmp_path / "p.parquet").exists()
@@ -187,7 +194,10 @@ def test_each_shipped_overlay_validates_over_the_default_config(overlay):
     cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
     for key, value in yaml.safe_load((ROOT / "configs" / overlay).read_text()).items():
         cfg[key] = {**cfg[key], **value} if isinstance(value, dict) and isinstance(cfg.get(key), dict) else value
-    config.validate(cfg)  # Snakemake merges --configfile overlays the same way, key by key
+    # Snakemake merges --configfile overlays the same way, key by key; common.smk then drops
+    # config.yaml's sections that the overlay's environment does not read (the weather's: market)
+    config.drop_inherited(cfg, [ROOT / "config.yaml"], [ROOT / "configs" / overlay])
+    config.validate(cfg)
     assert cfg["run"] == overlay.removesuffix(".yaml")
 
 
@@ -198,3 +208,17 @@ def test_a_value_given_as_text_gets_the_hint_of_where_it_came_from(monkeypatch):
     monkeypatch.setattr("sys.argv", ["/venv/bin/snakemake", "--config", "states={window: 5}"])
     with pytest.raises(HitchhikerError, match="snakemake --config reads a nested value as text"):
         config.validate(copy.deepcopy(cfg))
+
+
+def test_a_weather_overlay_drops_the_default_runs_market_section_and_refuses_its_own(tmp_path):
+    # config.yaml's market section is the default run's: a weather run laid over it does not
+    # carry it (and says so); a market section in the weather file itself is refused
+    proc = run(
+        "snakemake", "-s", ROOT / "Snakefile", "--configfile", ROOT / "configs" / "weather.yaml", "-n", cwd=tmp_path
+    )
+    assert "config.yaml's market section is not read by environment weather" in proc.stderr
+    own = yaml.safe_load((ROOT / "configs" / "weather.yaml").read_text())
+    own["market"] = {"data": {"tickers": ["AAPL", "KO"]}}
+    overlay = write_config(tmp_path / "w.yaml", own)
+    proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", overlay, "-n", cwd=tmp_path, check=False)
+    assert proc.returncode != 0 and "hitchhiker: error: unknown config key market" in proc.stderr

@@ -122,9 +122,9 @@ def _volume_prices(**kw):
 
 def test_listwise_sets_are_unique_per_date_and_labelled_in_random_order():
     cfg = _cfg()
-    cfg["states"].update(formats=["listwise"], list_size=3, per_date=None)
+    cfg["market"]["states"].update(formats=["listwise"], list_size=3, per_date=None)
     tickers = ("AAPL", "MSFT", "KO", "JPM", "XOM")
-    cfg["data"]["tickers"] = list(tickers)
+    cfg["market"]["data"]["tickers"] = list(tickers)
     states, outcomes = get("market").make_states(_prices(tickers=tickers), cfg, _fits)
     keys = [(d, frozenset(t)) for d, t in zip(states.date, states.tickers, strict=True)]
     assert len(keys) == len(set(keys))
@@ -137,7 +137,7 @@ def test_listwise_sets_are_unique_per_date_and_labelled_in_random_order():
 
 def test_per_date_caps_the_sets_drawn_on_each_date():
     cfg = _cfg()
-    cfg["states"]["per_date"] = 2
+    cfg["market"]["states"]["per_date"] = 2
     states, _ = get("market").make_states(_prices(), cfg, _fits)
     assert states.groupby(["split", "format", "date"]).size().max() == 2
 
@@ -154,7 +154,7 @@ def test_large_universes_draw_distinct_sets_without_enumerating():
 
 def test_price_and_volume_features_render_and_pass_the_audit():
     cfg = _cfg()
-    cfg["states"]["features"] = ["returns", "prices", "volume"]
+    cfg["market"]["states"]["features"] = ["returns", "prices", "volume"]
     prices = _volume_prices()
     states, outcomes = get("market").make_states(prices, cfg, _fits)
     p = states.prompt.iloc[0]
@@ -179,7 +179,7 @@ def test_news_shows_only_headlines_up_to_the_decision_date():
     states, outcomes = get("market").make_states(prices, cfg, _fits, news=news)
     for row in states.sample(30, random_state=0).itertuples():
         lines = prompts.news_lines(row.prompt)
-        assert 0 < len(lines) <= cfg["states"]["news_items"]
+        assert 0 < len(lines) <= cfg["market"]["states"]["news_items"]
         assert all(pd.Timestamp(line[:10]) <= row.date for line in lines)
         assert all(line.split()[1].rstrip(":") in list(row.tickers) for line in lines)
     get("market").audit(prices, states, outcomes, cfg, news)
@@ -223,11 +223,11 @@ def test_the_budget_check_agrees_with_exact_token_counts(base_run):
 )
 def test_every_action_is_priced_as_score_pays_its_answer(reward):
     cfg = _cfg()
-    cfg["states"]["formats"] = ["elementwise", "pairwise", "listwise"]
-    cfg["data"]["tickers"] = ["AAPL", "MSFT", "KO", "JPM", "XOM"]
+    cfg["market"]["states"]["formats"] = ["elementwise", "pairwise", "listwise"]
+    cfg["market"]["data"]["tickers"] = ["AAPL", "MSFT", "KO", "JPM", "XOM"]
     cfg["reward"] = {**cfg["reward"], **reward}
     env = get("market")
-    states, outcomes = env.make_states(_prices(tickers=cfg["data"]["tickers"]), cfg, _fits)
+    states, outcomes = env.make_states(_prices(tickers=cfg["market"]["data"]["tickers"]), cfg, _fits)
     priced = env.action_rewards(outcomes, cfg["reward"])
     sizes = priced.groupby("state_id").size()
     expect = outcomes.set_index("state_id")["tickers"].map(lambda t: 3 if len(t) == 1 else len(t))  # long/flat/short
@@ -263,7 +263,7 @@ def _signal_file(path, shape="long", every=5, tickers=("AAPL", "MSFT", "KO")):
 
 def _signal_cfg(path, names=("rating", "forecast")):
     cfg = _cfg()
-    cfg["data"]["signals"], cfg["states"]["signals"] = str(path), list(names)
+    cfg["market"]["data"]["signals"], cfg["market"]["states"]["signals"] = str(path), list(names)
     return config.validate(cfg)
 
 
@@ -322,10 +322,10 @@ def test_signal_errors_are_one_line_and_come_before_any_state(tmp_path):
     prices = _prices()
     signal_file = _signal_file(tmp_path / "signals.csv")
     cases = {
-        "nowhere.csv": (["rating"], "config key data.signals: nowhere.csv does not exist"),
+        "nowhere.csv": (["rating"], "config key market.data.signals: nowhere.csv does not exist"),
         str(signal_file): (
             ["rank"],
-            "config key states.signals: 'rank' is not a signal of .* \\(it has: forecast, rating",
+            "config key market.states.signals: 'rank' is not a signal of .* \\(it has: forecast, rating",
         ),
     }
     for path, (names, message) in cases.items():
@@ -347,13 +347,13 @@ def test_signal_errors_are_one_line_and_come_before_any_state(tmp_path):
     with pytest.raises(HitchhikerError, match="rating of AAPL has two values on 2016-01-01"):
         get("market").check_data(prices, _signal_cfg(twice, ["rating"]))
     half = _cfg()
-    half["states"]["signals"] = ["rating"]
-    with pytest.raises(HitchhikerError, match=r"data.signals and states.signals: set both"):
+    half["market"]["states"]["signals"] = ["rating"]
+    with pytest.raises(HitchhikerError, match=r"market.data.signals and market.states.signals: set both"):
         config.validate(half)
     sequential = _signal_cfg(signal_file, ["rating"])
     sequential.update(environment="sequential")
-    sequential["states"]["formats"] = ["pairwise"]
-    with pytest.raises(HitchhikerError, match=r"data.signals: the sequential environment shows no signals"):
+    sequential["market"]["states"]["formats"] = ["pairwise"]
+    with pytest.raises(HitchhikerError, match=r"market.data.signals: the sequential environment shows no signals"):
         config.validate(sequential)
 
 

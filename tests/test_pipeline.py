@@ -115,7 +115,7 @@ def test_prices_are_the_configured_universe(pipeline):
     _, res = pipeline
     prices = pd.read_parquet(res / "prices.parquet")
     assert list(prices.columns) == ["date", "ticker", "close"]
-    assert set(prices.ticker) == set(CFG["data"]["tickers"])
+    assert set(prices.ticker) == set(CFG["market"]["data"]["tickers"])
     assert (prices.close > 0).all() and not prices.duplicated(["date", "ticker"]).any()
     assert prices.date.is_monotonic_increasing
 
@@ -350,23 +350,26 @@ def test_a_code_change_reruns_that_stage_and_what_follows(pipeline, module, reru
     "mutate, message",
     [
         (lambda c: c["rollout"].update(temprature=0.7), "unknown config key rollout.temprature"),
-        (lambda c: c["data"].update(tickers=["AAPL", "ZZZZ"]), "ZZZZ not in the sample source"),
+        (lambda c: c["market"]["data"].update(tickers=["AAPL", "ZZZZ"]), "ZZZZ not in the sample source"),
         (lambda c: c["states"]["test"].update(start="2014-01-01", end="2014-12-31"), "states.test.start"),
         (  # after the sample ends: found by reading the prices, still before any job
             lambda c: c["states"]["test"].update(start="2023-06-01", end="2023-12-31"),
             "states.test: no decision date in 2023-06-01 .. 2023-12-31 with 5 trading days of history",
         ),
         (  # found by build_states, four jobs in, before
-            lambda c: c["states"].update(features=["returns", "volume"]),
-            "states.features includes volume, but the sample prices have none",
+            lambda c: c["market"]["states"].update(features=["returns", "volume"]),
+            "market.states.features includes volume, but the sample prices have none",
         ),
         (  # base_model's traceback, 75 lines down, before
             lambda c: c["model"].update(name_or_path="./no/such/model"),
             "model.name_or_path: directory ./no/such/model does not exist",
         ),
         (  # Snakemake's "Missing input files" for the build_states job, before
-            lambda c: (c["data"].update(signals="ratings.csv"), c["states"].update(signals=["rating"])),
-            "config key data.signals: ratings.csv does not exist (relative to the working directory",
+            lambda c: (
+                c["market"]["data"].update(signals="ratings.csv"),
+                c["market"]["states"].update(signals=["rating"]),
+            ),
+            "config key market.data.signals: ratings.csv does not exist (relative to the working directory",
         ),
     ],
 )
@@ -413,8 +416,13 @@ def _strict_json(path):
 
 
 def test_listwise_runs_every_stage_and_writes_strict_json(tmp_path):
-    cfg = tiny_config(run="listwise", data={"source": "sample", "tickers": ["AAPL", "MSFT", "KO", "JPM", "XOM"]})
-    cfg["states"] = {**cfg["states"], "formats": ["listwise"], "list_size": 4}
+    cfg = tiny_config(
+        run="listwise",
+        market={
+            "data": {"tickers": ["AAPL", "MSFT", "KO", "JPM", "XOM"]},
+            "states": {"formats": ["listwise"], "list_size": 4},
+        },
+    )
     cfg["model"]["dtype"] = "fast"  # the default run's: each stage that loads the model says what it resolved to
     write_config(tmp_path / "config.yaml", cfg)
     snakemake(tmp_path)
@@ -439,15 +447,18 @@ def test_signals_and_news_run_every_stage_shown_as_of_each_decision_date_audited
     table = pd.DataFrame([(m, t) for m in months for t in ("AAPL", "MSFT", "KO")], columns=["Date", "Ticker"])
     table["analyst rating"] = rng.integers(1, 6, len(table)).astype(float)
     table["eps revision"] = rng.normal(0, 0.01, len(table)).round(4)
-    table["unused"] = "text"  # a column not named in states.signals is not read
+    table["unused"] = "text"  # a column not named in market.states.signals is not read
     table.to_csv(tmp_path / "ratings.csv", index=False)
     days = pd.bdate_range("2015-12-01", "2020-01-01")[::3]
     news = pd.DataFrame([(f"{d:%Y-%m-%d} 00:00:00-05:00", t, f"{t} news of {d:%Y-%m-%d}") for d in days
                          for t in ("AAPL", "MSFT", "KO")], columns=["date", "ticker", "headline"])  # fmt: skip
     news.to_csv(tmp_path / "news.csv", index=False)
     cfg = tiny_config(run="signals")
-    cfg["data"]["signals"], cfg["states"]["signals"] = "ratings.csv", ["analyst rating", "eps revision"]
-    cfg["data"]["news"] = "news.csv"
+    cfg["market"]["data"]["signals"], cfg["market"]["states"]["signals"] = (
+        "ratings.csv",
+        ["analyst rating", "eps revision"],
+    )
+    cfg["market"]["data"]["news"] = "news.csv"
     write_config(tmp_path / "config.yaml", cfg)
     snakemake(tmp_path)
     res = tmp_path / "results" / "signals"
@@ -489,7 +500,7 @@ def test_nested_overrides_work_as_a_configfile_and_say_so_as_config(tmp_path):
     nested = write_config(tmp_path / "horizon.yaml", {"states": {"horizon": 2}})
     verbose = ["-p", "--quiet", "host"]  # the profile's quiet console, overridden
     proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", nested, "-n", *verbose, cwd=tmp_path)
-    assert '"horizon": 2, "list_size": 4' in proc.stdout and '"per_date": 2' in proc.stdout  # merged, not replaced
+    assert '"horizon": 2, "max_prompt_tokens"' in proc.stdout and '"window": 5' in proc.stdout  # merged, not replaced
     nested_text = ["--config", "states={horizon: 2}"]
     proc = run("snakemake", "-s", ROOT / "Snakefile", *nested_text, "-n", cwd=tmp_path, check=False)
     assert proc.returncode != 0 and "pass it with --configfile" in proc.stderr
@@ -505,8 +516,8 @@ def _monthly_file(path):
 
 
 def test_a_monthly_file_is_worded_audited_and_annualised_as_months(tmp_path):
-    cfg = tiny_config(run="monthly", data={"source": "file", "path": str(_monthly_file(tmp_path / "m.csv")),
-                                           "tickers": ["AAPL", "MSFT", "JPM", "XOM", "AMD"]})  # fmt: skip
+    cfg = tiny_config(run="monthly", market={"data": {"source": "file", "path": str(_monthly_file(tmp_path / "m.csv")),
+                                                   "tickers": ["AAPL", "MSFT", "JPM", "XOM", "AMD"]}})  # fmt: skip
     cfg["states"].update(horizon=1, window=6, stride=1, train={"start": "2006-06-01", "end": "2017-12-31"},
                          test={"start": "2019-01-01", "end": "2022-10-31"})  # fmt: skip
     write_config(tmp_path / "config.yaml", cfg)

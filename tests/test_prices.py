@@ -1,4 +1,4 @@
-"""Price tables with faults get their documented treatment (data.faults) or a one-line
+"""Price tables with faults get their documented treatment (market.data.faults) or a one-line
 error naming ticker, date and fault; the yfinance source normalises the real shapes of
 yfinance.download output, caches per ticker and retries."""
 
@@ -115,7 +115,7 @@ def test_listings_and_delistings_are_trimmed_dropped_or_refused():
 
 def _file_config(path) -> dict:
     """The tiny config on a price file of AAPL and MSFT over DAYS."""
-    cfg = tiny_config(data={"source": "file", "path": str(path), "tickers": ["AAPL", "MSFT"]})
+    cfg = tiny_config(market={"data": {"source": "file", "path": str(path), "tickers": ["AAPL", "MSFT"]}})
     cfg["states"].update(window=2, horizon=1, train={"start": "2016-01-04", "end": "2016-01-06"},
                          test={"start": "2016-01-11", "end": "2016-01-13"})  # fmt: skip
     return cfg
@@ -129,10 +129,10 @@ def test_the_cli_applies_the_policy_and_logs_it(tmp_path):
     proc = stage("fetch_prices", "--config", write_config(tmp_path / "c.yaml", cfg), "--out", out)
     assert "1 missing closes forward-filled, first AAPL on 2016-01-07" in proc.stdout
     assert len(pd.read_parquet(out)) == 16
-    cfg["data"]["faults"] = {"missing": "error"}
+    cfg["market"]["data"]["faults"] = {"missing": "error"}
     proc = stage("fetch_prices", "--config", write_config(tmp_path / "c.yaml", cfg), "--out", out, check=False)
     assert proc.returncode == 2 and proc.stderr.strip() == (
-        "hitchhiker: error: missing close for AAPL on 2016-01-07 (data.faults.missing = error)"
+        "hitchhiker: error: missing close for AAPL on 2016-01-07 (market.data.faults.missing = error)"
     )
 
 
@@ -235,7 +235,7 @@ def test_one_ticker_ohlcv_files_take_their_ticker_from_the_config(tmp_path):
     with pytest.raises(
         HitchhikerError,
         match=r"holds one ticker's prices \(columns Date, Open, High, Low, Close, "
-        r"Adj Close, Volume\): name its ticker in the config, data.path: \{TICKER: ",
+        r"Adj Close, Volume\): name its ticker in the config, market.data.path: \{TICKER: ",
     ):
         fetch_prices.read_file(tmp_path / "aapl.csv")  # never as a wide table of tickers Open, ..., Volume
     cfg = {"path": {"AAPL": str(tmp_path / "aapl.csv"), "MSFT": str(tmp_path / "msft.parquet")}}
@@ -366,7 +366,7 @@ def test_the_fetch_log_says_how_the_file_was_read_and_lists_the_tickers_found(tm
     proc = stage("fetch_prices", "--config", write_config(tmp_path / "c.yaml", cfg), "--out", out)
     assert proc.stdout.splitlines()[0] == f"fetch_prices: source: file {tmp_path / 'p.csv'}"
     assert "long table (date 'date', ticker 'symbol', close 'close')" in proc.stdout
-    cfg["data"]["tickers"] = ["AAPL", "NVDA"]
+    cfg["market"]["data"]["tickers"] = ["AAPL", "NVDA"]
     proc = stage("fetch_prices", "--config", write_config(tmp_path / "c.yaml", cfg), "--out", out, check=False)
     assert proc.stderr.strip().endswith("NVDA not in the file source (it has AAPL, MSFT)")
 

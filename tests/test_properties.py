@@ -42,22 +42,25 @@ def cases(draw):
     )
     horizon = draw(st.integers(1, 6))
     cfg = tiny_config()
-    cfg["data"]["tickers"] = tickers
-    cfg["states"] = {
+    cfg["market"]["data"]["tickers"] = tickers
+    window, stride, embargo = draw(st.integers(2, 8)), draw(st.integers(1, 4)), horizon + draw(st.integers(0, 3))
+    cfg["market"]["states"] = {
         "formats": formats,
         "list_size": 3,
-        "horizon": horizon,
-        "window": draw(st.integers(2, 8)),
-        "stride": draw(st.integers(1, 4)),
-        "embargo": horizon + draw(st.integers(0, 3)),
         "per_date": draw(st.one_of(st.none(), st.integers(1, 3))),
         "features": draw(st.lists(st.sampled_from(["returns", "prices", "volume"]), min_size=1, unique=True)),
+        "news_items": 2,
+    }
+    cfg["states"] = {
+        "horizon": horizon,
+        "window": window,
+        "stride": stride,
+        "embargo": embargo,
         # mostly roomy, so that most examples build states; sometimes tight, so that trimming runs
         "max_prompt_tokens": draw(st.integers(40, 200)) if draw(st.integers(0, 3)) == 3 else 1000,
         "train": {"start": "2018-01-01", "end": "2018-03-15", "max_states": draw(st.integers(1, 60))},
         "validation": {"start": "2018-03-20", "end": "2018-04-20", "max_states": 40},
         "test": {"start": "2018-04-25", "end": "2018-07-31", "max_states": 40},
-        "news_items": 2,
     }
     cfg["seed"] = draw(st.integers(0, 3))
     seed = draw(st.integers(0, 10**6))
@@ -69,11 +72,11 @@ def cases(draw):
     news = pd.DataFrame({"date": DAYS.repeat(n), "ticker": np.tile(tickers, len(DAYS))})
     news["headline"] = [f"h{i}" for i in range(len(news))]
     cut = DAYS[draw(st.integers(10, len(DAYS) - 10))]
-    if draw(st.booleans()):  # data.signals: a score per ticker on the first day and on random later ones
+    if draw(st.booleans()):  # market.data.signals: a score per ticker on the first day and on random later ones
         days = DAYS[np.r_[0, np.flatnonzero(rng.random(len(DAYS) - 1) < 0.3) + 1]]
         table = pd.DataFrame({"date": days.repeat(n), "ticker": np.tile(tickers, len(days)), "name": "score"})
         table["value"] = rng.normal(0, 1, len(table))
-        cfg["data"]["signals"], cfg["states"]["signals"] = _write(table), ["score"]
+        cfg["market"]["data"]["signals"], cfg["market"]["states"]["signals"] = _write(table), ["score"]
     return config.validate(cfg), prices, news, cut, rng
 
 
@@ -106,17 +109,12 @@ def test_no_state_depends_on_anything_after_its_decision_date(case):
     shocked.loc[later, "volume"] *= rng.uniform(0.2, 5.0, later.sum())
     late_news = news.copy()
     late_news.loc[late_news.date > cut, "headline"] += "x"  # same token count, other text
-    if cfg["data"]["signals"]:  # later values changed, and one more dated after the cut
-        table = pd.read_csv(cfg["data"]["signals"], parse_dates=["date"])
+    if cfg["market"]["data"]["signals"]:  # later values changed, and one more dated after the cut
+        table = pd.read_csv(cfg["market"]["data"]["signals"], parse_dates=["date"])
         table.loc[table.date > cut, "value"] += 10
         extra = table.iloc[[0]].assign(date=cut + pd.Timedelta(days=1), value=-99.0)
-        cfg = {
-            **cfg,
-            "data": {
-                **cfg["data"],
-                "signals": _write(pd.concat([table, extra]).drop_duplicates(["date", "ticker"], keep="first")),
-            },
-        }
+        later_signals = _write(pd.concat([table, extra]).drop_duplicates(["date", "ticker"], keep="first"))
+        cfg = {**cfg, "market": {**cfg["market"], "data": {**cfg["market"]["data"], "signals": later_signals}}}
     again, _ = get("market").make_states(shocked, cfg, _fits, news=late_news)
     before = states[states.date <= cut].set_index("state_id")
     after = again.set_index("state_id")
@@ -149,10 +147,10 @@ def episodes(draw):
     """A sequential config over the same generated prices: 1 to 4 turns of 1 to 4 periods."""
     cfg, prices, _, cut, rng = draw(cases())
     turns, step = draw(st.integers(1, 4)), draw(st.integers(1, 4))
-    states_cfg = {**cfg["states"], "turns": turns, "horizon": turns * step, "embargo": turns * step,
-                  "formats": ["pairwise"], "max_prompt_tokens": 1000, "signals": []}  # fmt: skip
-    data = {**cfg["data"], "signals": None}  # it shows no signals
-    cfg = config.validate({**cfg, "environment": "sequential", "states": states_cfg, "data": data})
+    states_cfg = {**cfg["states"], "horizon": turns * step, "embargo": turns * step, "max_prompt_tokens": 1000}
+    own = {"data": {**cfg["market"]["data"], "signals": None},  # it shows no signals
+           "states": {**cfg["market"]["states"], "turns": turns, "formats": ["pairwise"], "signals": []}}  # fmt: skip
+    cfg = config.validate({**cfg, "environment": "sequential", "states": states_cfg, "market": own})
     answers = draw(st.lists(st.sampled_from(["A", "B", "A=0.3, B=0.7", "B>A", "no idea"]), min_size=4, max_size=4))
     return cfg, prices, cut, rng, answers
 

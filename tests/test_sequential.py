@@ -42,14 +42,13 @@ def test_an_episode_by_hand():
     ] == pytest.approx(1.0989 * 0.999 * 0.999 - 1)
 
 
-def _cfg(**states):
-    cfg = tiny_config(environment="sequential")
+def _cfg(**own):
+    cfg = tiny_config(environment="sequential", market={"states": {"formats": ["pairwise"], "turns": 3, **own}})
     cfg["states"].update(
-        formats=["pairwise"], turns=3, horizon=9, window=4, stride=5,
+        horizon=9, window=4, stride=5,
         train={"start": "2016-01-01", "end": "2016-06-30", "max_states": 40},
         test={"start": "2016-08-01", "end": "2016-12-31", "max_states": 40},
     )  # fmt: skip
-    cfg["states"].update(states)
     return config.validate(cfg)
 
 
@@ -115,20 +114,20 @@ def test_the_audit_checks_every_turn():
 
 
 @pytest.mark.parametrize(
-    "states, message",
+    "own, message",
     [
-        ({"turns": 4}, r"states\.turns = 4: states\.horizon = 9 \(the episode's length\) must be a multiple"),
+        ({"turns": 4}, r"market\.states\.turns = 4: states\.horizon = 9 \(the episode's length\) must be a multiple"),
         ({"formats": ["elementwise"]}, "pairwise or listwise, not elementwise"),
     ],
 )
-def test_bad_episode_config_is_one_line(states, message):
+def test_bad_episode_config_is_one_line(own, message):
     with pytest.raises(HitchhikerError, match=message):
-        _cfg(**states)
+        _cfg(**own)
 
 
 def test_a_market_config_with_several_turns_is_refused():
     cfg = tiny_config()
-    cfg["states"]["turns"] = 2
+    cfg["market"]["states"]["turns"] = 2
     with pytest.raises(HitchhikerError, match=r"states\.turns = 2: episodes of several turns are the sequential"):
         config.validate(cfg)
 

@@ -31,7 +31,7 @@ LOGPROB_ATOL = 1e-3
 
 CFG = tiny_config(
     run="vllm",
-    data={"source": "sample", "tickers": ["AAPL", "MSFT", "KO"], "cache_dir": str(ROOT / "data" / "cache")},
+    data={"cache_dir": str(ROOT / "data" / "cache")},
     model={"name_or_path": "smollm2-135m-instruct", "dtype": "float32"},
     rollout={"backend": "vllm", "samples_per_state": 2, "states_per_round": 4, "max_new_tokens": 12, "batch_size": 8},
     train={"per_device_batch_size": 8, "epochs": 1, "learning_rate": 1e-4, "lora": {"enabled": True, "r": 8}},
@@ -95,7 +95,8 @@ SEQUENTIAL = tiny_config(
     rollout={**CFG["rollout"], "states_per_round": 3},
     evaluate={"max_states": 3, "samples_per_state": 1},
 )
-SEQUENTIAL["states"].update(formats=["pairwise"], turns=2, horizon=10)
+SEQUENTIAL["states"].update(horizon=10)
+SEQUENTIAL["market"]["states"].update(formats=["pairwise"], turns=2)
 
 
 @pytest.fixture(scope="module")

@@ -294,11 +294,11 @@ def test_a_weather_config_needs_no_market_keys_and_a_market_one_still_needs_its_
             },
         }
     )
-    assert cfg["weather"]["place"] == "Seattle" and "tickers" not in cfg["data"]
-    market = {**cfg, "environment": "market", "data": {}}
+    assert cfg["weather"]["place"] == "Seattle" and "market" not in cfg
+    market = {**cfg, "environment": "market"}
     del market["weather"]
     config.validate(market)
-    with pytest.raises(HitchhikerError, match=r"^config key data.tickers is required: the market environments'"):
+    with pytest.raises(HitchhikerError, match=r"^config key market.data.tickers is required: the market environments'"):
         environments.get("market").preflight_data(market)  # before any job, and in fetch_prices
 
 

@@ -53,7 +53,7 @@ def _with_defaults(cls):
 _Validator = _with_defaults(jsonschema.Draft202012Validator)
 
 
-MOVED = {  # keys a config may still spell as they were
+MOVED = {  # keys a config may still spell as they were (an environment adds its own: Environment.moved)
     "reward.unsupported_claim_penalty": "grounding.unsupported_claim_penalty",
 }
 
@@ -63,15 +63,15 @@ def _snakemake_given_config() -> bool:
     return Path(sys.argv[0]).name == "snakemake" and any(a in ("--config", "-C") for a in sys.argv)
 
 
-def _describe(err: jsonschema.ValidationError) -> str:
+def _describe(err: jsonschema.ValidationError, moved: dict[str, str]) -> str:
     where = ".".join(str(p) for p in err.absolute_path)
     if err.validator == "additionalProperties":
         known = sorted(err.schema.get("properties", {}))
         extra = sorted(set(err.instance) - set(known))
         keys = ", ".join(f"{where}.{k}" if where else k for k in extra)
-        moved = [MOVED[f"{where}.{k}"] for k in extra if f"{where}.{k}" in MOVED]
-        if moved:
-            return f"config key {keys} is now {', '.join(moved)}"
+        now = [moved[f"{where}.{k}"] for k in extra if f"{where}.{k}" in moved]
+        if now:
+            return f"config key {keys} is now {', '.join(now)}"
         return f"unknown config key {keys} (known here: {', '.join(known)})"
     if err.validator == "required":
         return f"{where or 'config'}: {err.message}"
@@ -101,38 +101,68 @@ def validate(cfg: dict, sections: set[str] | None = None) -> dict:
     sch = schema()
     if sections is not None:
         sch = {**sch, "required": [k for k in sch["required"] if k in sections]}
-    # the environment's own section, if it has one, is validated by its own schema (chosen), or
-    # passed through (a stage given a whole config file that does not read it)
+    # the environment's own section (its ``section`` key: the market family shares "market"),
+    # if it has one, is validated by its own schema (chosen), or passed through (a stage given
+    # a whole config file that does not read it)
     name = cfg.get("environment", sch["properties"]["environment"]["default"])
-    own = _environment(name).config_schema if isinstance(name, str) and (chosen or name in cfg) else None
+    env = _environment(name) if isinstance(name, str) else None
+    key = env.config_key if env is not None else None
+    own = env.config_schema if env is not None and env.config_schema is not None and (chosen or key in cfg) else None
     given = set(cfg)
-    section = cfg.pop(name, {}) if own is not None else None
+    section = cfg.pop(key, {}) if own is not None else None
+    moved = {**MOVED, **(env.moved if env is not None else {})}
     try:
-        _raise_first(sch, cfg)
+        _raise_first(sch, cfg, moved)
     finally:
         if own is not None:
-            cfg[name] = section
-    for key in set(cfg) - given - set(sections or cfg):  # a section the stage neither reads nor was given:
-        del cfg[key]  # its defaults would bring rules (data.signals with states.signals) it cannot meet
+            cfg[key] = section
+    for extra in set(cfg) - given - set(sections or cfg):  # a section the stage neither reads nor was given:
+        del cfg[extra]  # its defaults would bring rules it cannot meet
     if own is not None and chosen:
-        _raise_first({"type": "object", "properties": {name: own}}, cfg)
+        _raise_first({"type": "object", "properties": {key: own}}, cfg, moved)
     _check_rules(cfg, chosen)
     return cfg
 
 
-def _environment(name: str):
+def drop_inherited(cfg: dict, defaults: list[Path], overlays: list[Path]) -> list[str]:
+    """Remove from ``cfg`` the sections that only the default config files give
+    (``defaults``: the Snakefile's configfile) and that this run's environment does not read:
+    a --configfile lies over config.yaml, whose market section a weather run would otherwise
+    carry. Returns the sections removed. One that an overlay gives stays, and validate
+    refuses it ("unknown config key"), as it does any key the run does not read."""
+    name = cfg.get("environment", schema()["properties"]["environment"]["default"])
+    if not isinstance(name, str) or name not in _registry().ENVIRONMENTS:
+        return []
+    others = set(cfg) - set(schema()["properties"]) - {_environment(name).config_key}
+    given = set()
+    for path in overlays:
+        given |= set(read(path))  # what --config sets cannot be a section: it reads nested values as text
+    base = set()
+    for path in defaults:
+        base |= set(read(path))
+    gone = sorted((others & base) - given)
+    for key in gone:
+        del cfg[key]
+    return gone
+
+
+def _registry():
     from hitchhiker import environments  # here: the environments import this module
 
-    return environments.get(name)
+    return environments
 
 
-def _raise_first(sch: dict, cfg: dict) -> None:
+def _environment(name: str):
+    return _registry().get(name)
+
+
+def _raise_first(sch: dict, cfg: dict, moved: dict[str, str]) -> None:
     errors = sorted(
         _Validator(sch, format_checker=jsonschema.FormatChecker()).iter_errors(cfg),
         key=lambda e: (len(e.absolute_path), str(e.absolute_path)),
     )
     if errors:
-        raise HitchhikerError(_describe(errors[0]))
+        raise HitchhikerError(_describe(errors[0], moved))
 
 
 def date_at(cfg: dict, *keys: str) -> dt.date | None:
@@ -171,18 +201,6 @@ def _check_rules(cfg: dict, environment: bool = True) -> None:
         objectives.check(cfg, schema()["properties"]["train"]["properties"], env)
     if env is not None:
         env.check_config(cfg)
-    data = cfg.get("data", {})
-    if data and states and bool(data.get("signals")) != bool(states.get("signals")):
-        raise HitchhikerError(
-            "config keys data.signals and states.signals: set both (the file, and the names a prompt shows) or neither"
-        )
-    if data.get("source") == "file" and not data.get("path"):
-        raise HitchhikerError("config key data.path is required when data.source is file")
-    if data.get("path") and data.get("source", "sample") != "file":  # else the run reads another source in silence
-        raise HitchhikerError(
-            f"config key data.path is set, but data.source is {data.get('source', 'sample')}: set data.source: file "
-            "to read it, or remove data.path"
-        )
     rollout = cfg.get("rollout", {})
     if rollout and rollout["temperature_eps"] >= rollout["temperature"]:
         raise HitchhikerError(
@@ -231,5 +249,5 @@ def read(arg: str | Path) -> dict:
 def subset(cfg: dict, sections: list[str]) -> str:
     """The JSON a Snakemake rule passes to a stage: only the sections it reads, and with the
     environment the environment's own section."""
-    keys = [*sections, cfg["environment"]] if "environment" in sections else sections
+    keys = [*sections, _environment(cfg["environment"]).config_key] if "environment" in sections else sections
     return json.dumps({k: cfg[k] for k in keys if k in cfg}, sort_keys=True)

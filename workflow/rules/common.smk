@@ -21,7 +21,22 @@ from hitchhiker.cli import HitchhikerError
 # then the model path and the engines (hitchhiker/preflight.py) and the environment's data
 # (for the market: tickers, faults, frequency, date ranges, features), before any job runs.
 _use_conda = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+# which files made the config (the default run's, then each --configfile over it): once each
+# (`--configfile config.yaml` names the default run's own file again)
+_overlays = [Path(f) for f in workflow.overwrite_configfiles]
+_overlaid = {f.resolve() for f in _overlays}
+_defaults = [
+    Path(f) for f in workflow.configfiles if Path(f).resolve() not in _overlaid
+]
+_files = _defaults + _overlays
 try:
+    # a --configfile lies over config.yaml: another environment's section that only
+    # config.yaml gives (its market section, under a weather run) is not this run's
+    for _key in hh_config.drop_inherited(config, _defaults, _overlays):
+        print(
+            f"hitchhiker: config.yaml's {_key} section is not read by environment {config.get('environment', 'market')}",
+            file=sys.stderr,
+        )
     hh_config.validate(config)
     preflight.run(config, _use_conda)
     data_step.preflight(config)
@@ -53,13 +68,7 @@ warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarni
 _STARTED = time.time()
 
 RESULTS = f"results/{config['run']}"
-# which files made the config (the default run's, then each --configfile over it), and where
-# the results go: both depend on the working directory
-# (once each: `--configfile config.yaml` names the default run's own file again)
-_overlays = [Path(f) for f in workflow.overwrite_configfiles]
-_overlaid = {f.resolve() for f in _overlays}
-_files = [Path(f) for f in workflow.configfiles if Path(f).resolve() not in _overlaid]
-_files += _overlays
+# which files made the config, and where the results go: both depend on the working directory
 print(
     f"hitchhiker: config {' + '.join(map(str, _files))}; data: {data_step.describe(config)}; "
     f"results in {Path(RESULTS).resolve()}",

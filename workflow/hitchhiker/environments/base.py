@@ -28,6 +28,12 @@ from hitchhiker.cli import HitchhikerError
 
 class Environment:
     name: str = "environment"
+
+    @property
+    def config_key(self) -> str:
+        """The top-level config key of the environment's own section."""
+        return self.section or self.name
+
     # the figures summarize draws for it besides the learning curve and the invalid answers:
     # results/<run>/<name>.png each, with its caption in workflow/report/<name>.rst
     plots: tuple[str, ...] = ()
@@ -37,9 +43,14 @@ class Environment:
     # evaluate and summarize add the Sharpe ratio and maximum drawdown of the portfolio the
     # decisions induce (metrics.decision_stats)
     positions: bool = False
-    # the JSON schema of the environment's own config section, the top-level key named after
-    # it (defaults and a description per key, as in the shared schema); None: no section
+    # the JSON schema of the environment's own config section (defaults and a description per
+    # key, as in the shared schema; None: no section), and its top-level key: the environment's
+    # name unless ``section`` names a family's (the market's three share "market")
     config_schema: dict | None = None
+    section: str | None = None
+    # keys a config may still spell as they were, and where they now live: a one-line "config
+    # key data.tickers is now market.data.tickers" instead of "unknown config key"
+    moved: dict[str, str] = {}  # noqa: RUF012 (read, never changed)
     # its data step (the fetch_prices rule) writes results/<run>/<data_name>.parquet, a table
     # with at least these columns (build_states and audit refuse one without them)
     data_name: str = "data"
@@ -99,8 +110,8 @@ class Environment:
         Default: no check beyond the schema's."""
 
     def state_files(self, cfg: dict) -> list[str]:
-        """The files make_states and audit read besides the data table (the market's data.news
-        and data.signals): the inputs of build_states and the audit. Default: none."""
+        """The files make_states and audit read besides the data table (the market's market.data.news
+        and market.data.signals): the inputs of build_states and the audit. Default: none."""
         return []
 
     def data_files(self, cfg: dict) -> list[str]:

@@ -208,7 +208,7 @@ class Weather(Environment):
                 "type": "object",
                 "additionalProperties": False,
                 "default": {},
-                "description": "What a file's missing readings get, as data.faults for prices.",
+                "description": "What a file's missing readings get, as market.data.faults for prices.",
                 "properties": {
                     "missing": {
                         "enum": ["ffill", "error"],
@@ -258,16 +258,11 @@ class Weather(Environment):
         return table, [f"{self.describe_data(cfg)}: {len(table)} days, {first} .. {last}", *notes]
 
     def check_config(self, cfg: dict) -> None:
-        st, data = cfg.get("states", {}), cfg.get("data", {})
+        st = cfg.get("states", {})
         if st.get("horizon", 1) != 1:
             raise HitchhikerError(
                 f"config key states.horizon = {st['horizon']}: the weather environment forecasts tomorrow (set 1)"
             )
-        if st.get("turns", 1) != 1:
-            raise HitchhikerError(f"config key states.turns = {st['turns']}: the weather environment asks once")
-        for key in ("news", "signals"):
-            if data.get(key):
-                raise HitchhikerError(f"config key data.{key}: the market's, not the weather environment's")
 
     def _decisions(self, table: pd.DataFrame, cfg: dict) -> dict[str, np.ndarray]:
         """Each split's decision-day positions (environments/dated.py): states.window days up to

@@ -1,7 +1,7 @@
 """audit: the leakage audit that every run passes before any rollout.
 
 The environment re-derives every state from the data up to its decision date (for the
-market: prices, and data.news when set) and checks that the prompt is exactly the one that
+market: prices, and market.data.news when set) and checks that the prompt is exactly the one that
 data gives, that the outcome is what followed (the market's: the return over the horizon),
 and that the splits (train, validation, test) are separated by the embargo. A violation fails the run with one line
 naming the offending state.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from hitchhiker import artifacts, cli, config, environments, frequency
 
-SECTIONS = ["run", "seed", "environment", "data", "states"]
+SECTIONS = ["run", "seed", "environment", "states"]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,7 +5,7 @@ splits, from the data step's table.
 The environment (config key ``environment``) makes them; each prompt is capped at
 states.max_prompt_tokens measured with the base policy's own tokenizer and chat template,
 trimming the oldest history first. The environment reads what else its prompts show (the
-market: data.news, data.signals), each as of the decision date.
+market: market.data.news, market.data.signals), each as of the decision date.
 
 Usage:
   python -m hitchhiker.stages.build_states --config config.yaml --data results/default/prices.parquet \\
@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from hitchhiker import artifacts, cli, config, environments, policy
 
-SECTIONS = ["run", "seed", "environment", "data", "states", "model"]
+SECTIONS = ["run", "seed", "environment", "states", "model"]
 
 
 def budget_check(tok, chunk: int = 20_000):

@@ -6,7 +6,7 @@ again from the closes (and volume, headlines and signals) of the periods ending 
 state's decision date T, with the same code that built them, and compared with the stored
 prompts as strings; the structured ``shown_returns`` and the outcomes (the return from T to
 T + horizon, dated T + horizon) are compared as arrays. The ``signal_<name>`` columns are derived a
-second way, from the data.signals file by a DuckDB ASOF JOIN, so that a look-ahead in the
+second way, from the market.data.signals file by a DuckDB ASOF JOIN, so that a look-ahead in the
 build's own as-of code would not be repeated here. A prompt that differs in any
 character, for instance a value of T + 1 or a later headline, fails with one line naming
 the state and what differs. Then consecutive splits must be an embargo apart, with no
@@ -92,7 +92,7 @@ def audit(
     Returns the report audit.json holds: states checked, the data's frequency, the embargo
     between consecutive splits and each split's first and last decision date.
     """
-    st = cfg["states"]
+    st = states_mod.options(cfg)
     h = st["horizon"]
     dates, closes = wide_closes.index, wide_closes.to_numpy()
     freq = frequency.detect(dates)
@@ -116,7 +116,7 @@ def audit(
         fail(states, int(np.argmax(out["outcome_date"].isna().to_numpy())), "no outcome")
     first_col = np.cumsum(k) - k
     blocks = None
-    raw = None if signal_values is None else signals.read(cfg["data"]["signals"], st["signals"])
+    raw = None if signal_values is None else signals.read(cfg["market"]["data"]["signals"], st["signals"])
     for (fmt, kk, hd), group in states.groupby([states["format"], k, history], sort=False):
         rows = group.index.to_numpy()
         order = cols[first_col[rows][:, None] + np.arange(kk)]
@@ -162,7 +162,7 @@ def audit(
 
 def check_signals(states: pd.DataFrame, rows: np.ndarray, names: np.ndarray, days, cfg: dict, raw: pd.DataFrame):
     """The ``signal_<name>`` columns of states ``rows`` (tickers ``names``, decision dates
-    ``days``) hold each signal's latest value in the data.signals file (``raw``, as
+    ``days``) hold each signal's latest value in the market.data.signals file (``raw``, as
     signals.read reads it) dated on or before the decision date, found by a DuckDB ASOF
     JOIN: not by the code that built them."""
     s, k = names.shape
@@ -172,7 +172,7 @@ def check_signals(states: pd.DataFrame, rows: np.ndarray, names: np.ndarray, day
         {"i": np.arange(s * k), "ticker": names.ravel().astype(str), "date": np.repeat(pd.DatetimeIndex(days), k)}
     )
     con.register("wanted", wanted)
-    for name in cfg["states"]["signals"]:
+    for name in cfg["market"]["states"]["signals"]:
         got = con.execute(
             "SELECT w.i, r.value FROM wanted w ASOF LEFT JOIN (SELECT * FROM raw WHERE name = ?) r"
             " ON w.ticker = r.ticker AND w.date >= r.date ORDER BY w.i",
@@ -188,8 +188,8 @@ def check_signals(states: pd.DataFrame, rows: np.ndarray, names: np.ndarray, day
             fail(
                 states,
                 rows[j],
-                f"{column} is {shown}, but the latest values of {name} in {cfg['data']['signals']} dated on or "
-                f"before the decision date are {want[j].tolist()}",
+                f"{column} is {shown}, but the latest values of {name} in {cfg['market']['data']['signals']} dated "
+                f"on or before the decision date are {want[j].tolist()}",
             )
 
 

@@ -11,7 +11,7 @@ momentum and mean reversion read a sum of 0 (A, or short for one ticker).
   momentum        all on the ticker with the highest summed shown return; for one ticker,
                   long if that sum is positive, else short
   mean_reversion  all on the lowest, or the opposite of momentum
-  higher_<name>   with data.signals, for each of states.signals: all on the ticker whose
+  higher_<name>   with market.data.signals, for each of market.states.signals: all on the ticker whose
                   value (as shown) is highest, the first of a tie; for one ticker, long if
                   the value is positive, else short
 """

@@ -5,18 +5,20 @@ that each hold one job: states.py (states and outcomes from a close table), prom
 text), answers.py (the grammar and the dollar reward), audit.py (the leakage audit),
 baselines.py (simple rules on the same states), hallucination.py (claims a completion
 makes that its prompt does not support). ``closes(prices, cfg)`` gives the close table
-(dates x data.tickers) the states are built from: the fetched prices for ``market``, a
+(dates x market.data.tickers) the states are built from: the fetched prices for ``market``, a
 simulated path on their calendar for ``synthetic`` (synthetic.py). Nothing else differs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import yaml
 
 from hitchhiker import metrics
 from hitchhiker.cli import HitchhikerError
@@ -24,6 +26,14 @@ from hitchhiker.environments.base import Environment
 from hitchhiker.environments.market import answers, audit, baselines, headlines, lists, prompts, states
 from hitchhiker.environments.market import metrics as market_metrics
 
+# the market section (market.data, market.states), shared by the three market environments
+SCHEMA = yaml.safe_load(Path(__file__).with_name("config.schema.yaml").read_text())
+# its keys as they were spelled while the shared schema held them (data.*, states.*)
+MOVED = {
+    f"{part}.{key}": f"market.{part}.{key}"
+    for part in ("data", "states")
+    for key in SCHEMA["properties"][part]["properties"]
+}
 FORMAT_SIZES = {"elementwise": 1, "pairwise": 2, "listwise": 4}  # the tiny model's practice prompts
 
 
@@ -69,16 +79,19 @@ def discrete_actions(fmt: str, k: int) -> list[tuple[str, list[float]]]:
 
 
 def real_closes(prices: pd.DataFrame, cfg: dict) -> pd.DataFrame:
-    """The fetched closes, dates x data.tickers."""
+    """The fetched closes, dates x market.data.tickers."""
     return states.wide(prices, cfg)
 
 
 class PriceData(Environment):
     """What the market environments share besides their decisions: their data, a price table
-    of data.tickers (environments/market/prices.py, imported by the methods that fetch_prices runs
+    of market.data.tickers (environments/market/prices.py, imported by the methods that fetch_prices runs
     only), and the columns their metrics read."""
 
     data_name = "prices"
+    config_schema = SCHEMA
+    section = "market"
+    moved = MOVED
     reward_unit = "$"
     positions = True
     data_columns = ("date", "ticker", "close")
@@ -87,12 +100,14 @@ class PriceData(Environment):
     practice_reasons = ("because the recent returns are higher.", "because the recent returns are lower.")
 
     def state_files(self, cfg: dict) -> list[str]:
-        return [f for f in (cfg["data"]["news"], cfg["data"]["signals"]) if f]
+        data = cfg["market"]["data"]
+        return [f for f in (data["news"], data["signals"]) if f]
 
     def tickers_per_state(self, cfg: dict) -> int:
         """The most tickers one state shows: fetch keeps at least this many when a fault
         policy drops some."""
-        return max(states.set_size(f, cfg["states"]) for f in cfg["states"]["formats"])
+        st = cfg["market"]["states"]
+        return max(states.set_size(f, st) for f in st["formats"])
 
     def fetch(self, cfg: dict) -> tuple[pd.DataFrame, list[str]]:
         from hitchhiker.environments.market import prices  # here: the data step's only (sources.CALLED_BY)
@@ -102,12 +117,12 @@ class PriceData(Environment):
     def data_files(self, cfg: dict) -> list[str]:
         from hitchhiker.environments.market import prices  # here: see fetch
 
-        return prices.files(cfg["data"])
+        return prices.files(cfg["market"]["data"])
 
     def describe_data(self, cfg: dict) -> str:
         from hitchhiker.environments.market import prices  # here: see fetch
 
-        return prices.source(cfg["data"])
+        return prices.source(cfg["market"]["data"])
 
     def preflight_data(self, cfg: dict) -> None:
         from hitchhiker.environments.market import prices  # here: see fetch
@@ -137,23 +152,35 @@ class Market(PriceData):
         return super().describe_data(cfg) + simulated
 
     def check_config(self, cfg: dict) -> None:
-        st, data = cfg.get("states", {}), cfg.get("data", {})  # a stage may read neither section
-        if st.get("turns", 1) != 1:
+        st, data = cfg["market"]["states"], cfg["market"]["data"]
+        if st["turns"] != 1:
             raise HitchhikerError(
-                f"config key states.turns = {st['turns']}: episodes of several turns are the sequential "
+                f"config key market.states.turns = {st['turns']}: episodes of several turns are the sequential "
                 f"environment's, not the {self.name} one's (one decision per state)"
             )
-        if "pairwise" in st.get("formats", []) and len(data.get("tickers", [None, None])) < 2:
-            raise HitchhikerError("config key data.tickers: pairwise states need at least 2 tickers")
-        if "listwise" in st.get("formats", []) and "tickers" in data and len(data["tickers"]) < st["list_size"]:
+        if "pairwise" in st["formats"] and len(data.get("tickers", [None, None])) < 2:
+            raise HitchhikerError("config key market.data.tickers: pairwise states need at least 2 tickers")
+        if "listwise" in st["formats"] and "tickers" in data and len(data["tickers"]) < st["list_size"]:
             raise HitchhikerError(
-                f"config key states.list_size = {st['list_size']}: more than the "
-                f"{len(data['tickers'])} tickers in data.tickers"
+                f"config key market.states.list_size = {st['list_size']}: more than the "
+                f"{len(data['tickers'])} tickers in market.data.tickers"
+            )
+        if bool(data["signals"]) != bool(st["signals"]):
+            raise HitchhikerError(
+                "config keys market.data.signals and market.states.signals: set both (the file, and the names a "
+                "prompt shows) or neither"
+            )
+        if data["source"] == "file" and not data["path"]:
+            raise HitchhikerError("config key market.data.path is required when market.data.source is file")
+        if data["path"] and data["source"] != "file":  # else the run reads another source in silence
+            raise HitchhikerError(
+                f"config key market.data.path is set, but market.data.source is {data['source']}: set "
+                "market.data.source: file to read it, or remove market.data.path"
             )
 
     def check_data(self, prices: pd.DataFrame, cfg: dict) -> None:
         states.check_features(prices, cfg)
-        if cfg["data"].get("signals"):
+        if cfg["market"]["data"]["signals"]:
             self._tables(prices, cfg)  # reads the signals and checks each is known on every decision date
         else:
             states.split_indices(self.closes(prices, cfg).index, cfg["states"])
@@ -164,7 +191,7 @@ class Market(PriceData):
     def make_states(
         self, prices: pd.DataFrame, cfg: dict, fits, news: pd.DataFrame | None = None
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """``news``: the headline table, or None to read data.news (if set)."""
+        """``news``: the headline table, or None to read market.data.news (if set)."""
         return states.make_states(*self._tables(prices, cfg), cfg, fits, self._news(cfg) if news is None else news)
 
     def audit(
@@ -181,7 +208,8 @@ class Market(PriceData):
 
     @staticmethod
     def _news(cfg: dict) -> pd.DataFrame | None:
-        return headlines.read(cfg["data"]["news"]) if cfg["data"].get("news") else None
+        news = cfg["market"]["data"]["news"]
+        return headlines.read(news) if news else None
 
     def score(
         self, samples: pd.DataFrame, states_: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict
@@ -288,9 +316,9 @@ ENVIRONMENT = Market("market")
 
 
 def _tickers(cfg: dict) -> list[str]:
-    """data.tickers, which the shared schema leaves optional (other environments have none):
+    """market.data.tickers, which the shared schema leaves optional (other environments have none):
     base_model's tiny corpus and practice turns read it before fetch_prices checks it."""
     from hitchhiker.environments.market import prices  # fetch_prices' module, imported where it is needed
 
-    prices.required(cfg["data"])
-    return cfg["data"]["tickers"]
+    prices.required(cfg["market"]["data"])
+    return cfg["market"]["data"]["tickers"]

@@ -1,4 +1,4 @@
-"""The headline table of data.news: one line per headline (date, ticker, headline), read by
+"""The headline table of market.data.news: one line per headline (date, ticker, headline), read by
 build_states (prompts show them) and by the audit (which re-derives each prompt)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ def read(path: str) -> pd.DataFrame:
     """The headline table (date, ticker, headline), one line per headline."""
     p = Path(path)
     if not p.is_file():
-        raise HitchhikerError(f"config key data.news: {path} does not exist")
+        raise HitchhikerError(f"config key market.data.news: {path} does not exist")
     try:
         raw = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
     except Exception as err:  # pandas raises many types for malformed files

@@ -1,17 +1,17 @@
 """The market's data: the tidy price table (date, ticker, close) for the configured universe,
 which the fetch_prices stage writes (Market.fetch).
 
-Sources (config key data.source):
+Sources (config key market.data.source):
   sample    the bundled S&P 500 sample: daily adjusted closes of 20 US large caps,
             1990-01-02 .. 2022-12-28 (data/sp500_dataset.csv.gz, from skfolio, BSD-3).
-  file      a CSV or Parquet at data.path, long (date, ticker, close) or wide (a date
+  file      a CSV or Parquet at market.data.path, long (date, ticker, close) or wide (a date
             column and one column per ticker).
   yfinance  Yahoo Finance through the yfinance package (adjusted closes and volume),
             cached per ticker under data.cache_dir, retried with backoff. Needs the
             [yfinance] extra and a network.
-A long table may carry a volume column (for states.features: volume).
+A long table may carry a volume column (for market.states.features: volume).
 
-Every table then gets the data.faults treatment (see the schema): rows out of order,
+Every table then gets the market.data.faults treatment (see the schema): rows out of order,
 duplicate (date, ticker) rows, non-positive closes, tickers whose history starts or ends
 at different dates (listings, delistings), and missing closes inside a ticker's history
 (gaps) are each sorted, dropped, trimmed, forward-filled or refused with one line naming
@@ -51,7 +51,7 @@ def _tidy(raw: pd.DataFrame, origin: str, ticker: str | None = None) -> tuple[pd
 
     long: date, ticker (or symbol) and price columns, one row per (date, ticker).
     one ticker: date and price columns, such as an OHLCV download; its ticker is ``ticker``
-    (data.path: {TICKER: file}). A yfinance CSV with its two-row (field, ticker) header
+    (market.data.path: {TICKER: file}). A yfinance CSV with its two-row (field, ticker) header
     names its own tickers. wide: a date column and one column per ticker.
     """
     df = raw
@@ -80,7 +80,7 @@ def _tidy(raw: pd.DataFrame, origin: str, ticker: str | None = None) -> tuple[pd
         if ticker is None:
             raise cli.HitchhikerError(
                 f"{origin} holds one ticker's prices (columns {', '.join(map(str, df.columns))}): name its ticker "
-                f"in the config, data.path: {{TICKER: {origin.removeprefix('price file ')}}}"
+                f"in the config, market.data.path: {{TICKER: {origin.removeprefix('price file ')}}}"
             )
         if price_col is None:
             raise cli.HitchhikerError(
@@ -123,7 +123,7 @@ def _tidy(raw: pd.DataFrame, origin: str, ticker: str | None = None) -> tuple[pd
     out["close"] = close
     if shape.startswith("wide") and out.groupby("ticker", sort=False)["date"].is_monotonic_increasing.all():
         # melting a wide table lays its rows out ticker by ticker: back to (date, ticker) order,
-        # unless the file's own dates were out of order (then data.faults.unsorted decides)
+        # unless the file's own dates were out of order (then market.data.faults.unsorted decides)
         out = out.sort_values(["date", "ticker"], kind="stable", ignore_index=True)
     return out, f"{origin}: {shape}"
 
@@ -193,7 +193,7 @@ def read_file(path: str | Path, ticker: str | None = None) -> tuple[pd.DataFrame
 
 
 def read_source(data_cfg: dict) -> tuple[pd.DataFrame, list[str]]:
-    """The tidy table of data.path (one file, or {ticker: file}) and how each file was read."""
+    """The tidy table of market.data.path (one file, or {ticker: file}) and how each file was read."""
     path = data_cfg["path"]
     if not isinstance(path, dict):
         df, how = read_file(path)
@@ -208,7 +208,7 @@ def read_source(data_cfg: dict) -> tuple[pd.DataFrame, list[str]]:
             if data_cfg.get("faults", {}).get("unsorted") == "error":
                 raise cli.HitchhikerError(
                     f"price file {f}: row {row + 1} ({df.date.iloc[row].date()}) is out of date order "
-                    "(data.faults.unsorted = error)"
+                    "(market.data.faults.unsorted = error)"
                 )
             notes.append(f"price file {f}: rows were out of date order: sorted")
         frames.append(df)
@@ -248,7 +248,7 @@ def _yfinance(tickers: list[str], start: dt.date, end: dt.date, cache_dir: Path)
         import yfinance as yf
     except ImportError:
         raise cli.HitchhikerError(
-            "data.source is yfinance but the yfinance package is not installed: pip install -e '.[yfinance]'"
+            "market.data.source is yfinance but the yfinance package is not installed: pip install -e '.[yfinance]'"
         ) from None
     frames = []
     for ticker in tickers:
@@ -275,7 +275,7 @@ def _yfinance(tickers: list[str], start: dt.date, end: dt.date, cache_dir: Path)
 
 
 def clean(prices: pd.DataFrame, faults: dict, need: int) -> tuple[pd.DataFrame, list[str]]:
-    """Apply the data.faults policies to a tidy table; return it and one line per treatment.
+    """Apply the market.data.faults policies to a tidy table; return it and one line per treatment.
 
     ``need`` is the fewest tickers the state formats need (for faults: ragged = drop).
     """
@@ -286,7 +286,7 @@ def clean(prices: pd.DataFrame, faults: dict, need: int) -> tuple[pd.DataFrame, 
             bad = next(i for i in range(1, len(idx)) if idx[i] < idx[i - 1])
             raise cli.HitchhikerError(
                 f"price row {bad + 1} ({prices.ticker.iloc[bad]} on {prices.date.iloc[bad].date()}) is out of "
-                f"(date, ticker) order (data.faults.unsorted = error)"
+                f"(date, ticker) order (market.data.faults.unsorted = error)"
             )
         prices = prices.sort_values(["date", "ticker"], kind="stable")
         notes.append("rows were out of (date, ticker) order: sorted")
@@ -299,7 +299,7 @@ def clean(prices: pd.DataFrame, faults: dict, need: int) -> tuple[pd.DataFrame, 
                 d, t = clash[clash].index[0]
                 raise cli.HitchhikerError(f"duplicate price rows for {t} on {d.date()} disagree on the close")
             raise cli.HitchhikerError(
-                f"duplicate price row for {row.ticker} on {row.date.date()} (data.faults.duplicate = error)"
+                f"duplicate price row for {row.ticker} on {row.date.date()} (market.data.faults.duplicate = error)"
             )
         prices = prices.drop_duplicates(["date", "ticker"], keep="last")
         notes.append(
@@ -327,7 +327,7 @@ def clean(prices: pd.DataFrame, faults: dict, need: int) -> tuple[pd.DataFrame, 
             else (early.index[0], f"ends {early.iloc[0].date()}, before the others' {last.max().date()}")
         )
         if faults["ragged"] == "error":
-            raise cli.HitchhikerError(f"ragged history: {t} {what} (data.faults.ragged = error)")
+            raise cli.HitchhikerError(f"ragged history: {t} {what} (market.data.faults.ragged = error)")
         if faults["ragged"] == "drop":
             gone = sorted(set(late.index) | set(early.index))
             if wide.shape[1] - len(gone) < need:
@@ -341,7 +341,7 @@ def clean(prices: pd.DataFrame, faults: dict, need: int) -> tuple[pd.DataFrame, 
             wide = wide.loc[first.max() : last.min()]
             gone = sorted(set(late.index) | set(early.index))
             instead = (
-                f"data.faults.ragged = drop keeps it and drops {', '.join(gone)}"
+                f"market.data.faults.ragged = drop keeps it and drops {', '.join(gone)}"
                 if wide.shape[1] - len(gone) >= need
                 else f"dropping {', '.join(gone)} instead would leave fewer than the {need} tickers the formats need"
             )
@@ -355,7 +355,7 @@ def clean(prices: pd.DataFrame, faults: dict, need: int) -> tuple[pd.DataFrame, 
         t = gaps.any().idxmax()
         d = gaps[t].idxmax()
         if faults["missing"] == "error":
-            raise cli.HitchhikerError(f"missing close for {t} on {d.date()} (data.faults.missing = error)")
+            raise cli.HitchhikerError(f"missing close for {t} on {d.date()} (market.data.faults.missing = error)")
         if faults["missing"] == "drop":
             wide = wide[~gaps.any(axis=1)]
             notes.append(f"{int(gaps.any(axis=1).sum())} dates with a missing close dropped, first {t} on {d.date()}")
@@ -369,7 +369,7 @@ def clean(prices: pd.DataFrame, faults: dict, need: int) -> tuple[pd.DataFrame, 
                 t, gap_start = wide.columns[j], wide.index[row - limit]
                 raise cli.HitchhikerError(
                     f"missing closes for {t} from {gap_start.date()}: a gap longer than "
-                    f"data.faults.ffill_limit = {limit} dates"
+                    f"market.data.faults.ffill_limit = {limit} dates"
                 )
             wide = wide.ffill()
             notes.append(f"{int(gaps.to_numpy().sum())} missing closes forward-filled, first {t} on {d.date()}")
@@ -382,9 +382,9 @@ def clean(prices: pd.DataFrame, faults: dict, need: int) -> tuple[pd.DataFrame, 
 
 
 def required(data: dict) -> None:
-    """data.tickers: not required by the shared schema (other environments have no tickers)."""
+    """market.data.tickers: not required by the shared schema (other environments have no tickers)."""
     if not data.get("tickers"):
-        raise cli.HitchhikerError("config key data.tickers is required: the market environments' universe")
+        raise cli.HitchhikerError("config key market.data.tickers is required: the market environments' universe")
 
 
 def files(data: dict) -> list[str]:
@@ -408,15 +408,15 @@ def source(data: dict) -> str:
 
 def fetch(cfg: dict, need: int) -> tuple[pd.DataFrame, list[str]]:
     """The cleaned price table and the log's lines; ``need`` is the fewest tickers a state shows."""
-    data, states = cfg["data"], cfg["states"]
+    data, states = cfg["market"]["data"], cfg["states"]
     required(data)
 
     def date_range(freq: str) -> tuple[dt.date, dt.date]:
         # the splits' dates, padded by twice the window and horizon in calendar days (weekends)
         per_period = 1 if freq == "daily" else 365.25 / frequency.FREQUENCIES[freq][3]
         pad = dt.timedelta(days=2 * (states["window"] + states["horizon"]) * per_period + 30)
-        start = config.date_at(cfg, "data", "start") or config.date_at(cfg, "states", "train", "start") - pad
-        end = config.date_at(cfg, "data", "end") or config.date_at(cfg, "states", "test", "end") + pad
+        start = config.date_at(cfg, "market", "data", "start") or config.date_at(cfg, "states", "train", "start") - pad
+        end = config.date_at(cfg, "market", "data", "end") or config.date_at(cfg, "states", "test", "end") + pad
         return start, end
 
     read = [f"source: {source(data)}"]
@@ -432,7 +432,7 @@ def fetch(cfg: dict, need: int) -> tuple[pd.DataFrame, list[str]]:
         have = sorted(prices["ticker"].unique())
         listed = ", ".join(have[:20]) + (f" and {len(have) - 20} more" if len(have) > 20 else "")
         raise cli.HitchhikerError(
-            f"config key data.tickers: {', '.join(missing)} not in the {data['source']} source (it has {listed})"
+            f"config key market.data.tickers: {', '.join(missing)} not in the {data['source']} source (it has {listed})"
         )
     prices = prices[prices["ticker"].isin(data["tickers"])]
     today = pd.Timestamp(dt.date.today())
@@ -457,7 +457,7 @@ def fetch(cfg: dict, need: int) -> tuple[pd.DataFrame, list[str]]:
         have = everything[(everything.ticker == empty[0]) & everything.close.notna()].date
         span = f"{have.min().date()} .. {have.max().date()}" if len(have) else "no date"
         keys = (
-            "data.start .. data.end"
+            "market.data.start .. market.data.end"
             if data.get("start") or data.get("end")
             else "states.train.start .. states.test.end"
         )
@@ -483,8 +483,8 @@ def preflight(cfg: dict, env) -> None:
     A range error names the dates the prices cover once cleaned and why they were trimmed.
     Skipped for yfinance, which would download. Takes about a second on the bundled sample.
     """
-    required(cfg["data"])
-    if cfg["data"]["source"] == "yfinance":
+    required(cfg["market"]["data"])
+    if cfg["market"]["data"]["source"] == "yfinance":
         return
     prices, notes = fetch(cfg, env.tickers_per_state(cfg))
     try:

@@ -1,9 +1,9 @@
 """Prompts of the market environments: rendering a state's user message, and reading its
 numbers back out (for the hallucination checks, which grade what the text shows).
 
-A prompt shows one section per states.features entry for the ``window`` periods ending at
+A prompt shows one section per market.states.features entry for the ``window`` periods ending at
 the decision date T, each ticker on a line ("A (AAPL): +0.12 -1.03 ..."), then with
-data.news the headlines, then the question of its format. The words follow the data's
+market.data.news the headlines, then the question of its format. The words follow the data's
 frequency ("Monthly returns", "over the next 1 month"). Rendering is vectorised over
 states with Arrow string kernels: no Python loop per state.
 """
@@ -26,7 +26,7 @@ SECTIONS = {  # worded for the data's frequency (frequency.py): "Monthly returns
     "volume": "Volume as a percent of its average over these {rows}, oldest first.",
 }
 NEWS = "Headlines, oldest first:"
-SIGNALS = "Signals as of {now} close:"  # data.signals: "A (AAPL): rating 4.5, forecast -0.0123", a line a ticker
+SIGNALS = "Signals as of {now} close:"  # market.data.signals: "A (AAPL): rating 4.5, forecast -0.0123", a line a ticker
 QUESTION = {
     "pairwise": (
         "Which of A and B will return more over the next {horizon}? "
@@ -108,7 +108,7 @@ def render_batch(
     ``names`` is (states, k) tickers in prompt order; ``features`` maps each section of
     SECTIONS to (states, k, days) values (returns as fractions, the others as ratios);
     ``news`` is one text block per state (or null for none); ``freq`` words the sections
-    and the horizon; ``signals`` maps each data.signals name to its (states, k) values.
+    and the horizon; ``signals`` maps each market.data.signals name to its (states, k) values.
     """
     horizon = frequency.periods(freq, horizon)
     k = names.shape[1]

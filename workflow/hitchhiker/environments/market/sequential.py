@@ -2,9 +2,9 @@
 result is the reward.
 
 An episode starts on a decision date T_0 with k tickers (pairwise: 2, listwise:
-states.list_size; drawn as the market draws its sets, labelled A, B, ... in a random order)
+market.states.list_size; drawn as the market draws its sets, labelled A, B, ... in a random order)
 and $1 in cash. Its turns are the decision dates T_t = T_0 + t * step, t = 0 .. K-1
-(K = states.turns, step = states.horizon / K periods, so the episode spans states.horizon
+(K = market.states.turns, step = states.horizon / K periods, so the episode spans states.horizon
 periods and the splits' embargo covers it).
 At turn 1 the model sees the market's history sections for the ``window`` periods ending at
 T_0; at each later turn, the returns of the ``step`` periods since the last turn, in the
@@ -130,22 +130,24 @@ class Sequential(market.PriceData):
     plots = ("equity_curves",)  # no calibration: an episode's weights are not one forecast
 
     def check_config(self, cfg: dict) -> None:
-        st, data = cfg.get("states", {}), cfg.get("data", {})
-        if st and st["horizon"] % st["turns"]:
+        st, data = states.options(cfg), cfg["market"]["data"]
+        if "horizon" in st and st["horizon"] % st["turns"]:
             raise HitchhikerError(
-                f"config key states.turns = {st['turns']}: states.horizon = {st['horizon']} (the episode's length) "
-                "must be a multiple of it, each turn holding horizon / turns periods"
+                f"config key market.states.turns = {st['turns']}: states.horizon = {st['horizon']} (the episode's "
+                "length) must be a multiple of it, each turn holding horizon / turns periods"
             )
-        if "elementwise" in st.get("formats", []):
+        if "elementwise" in st["formats"]:
             raise HitchhikerError(
-                "config key states.formats: the sequential environment's episodes are pairwise or listwise, "
+                "config key market.states.formats: the sequential environment's episodes are pairwise or listwise, "
                 "not elementwise"
             )
-        market.ENVIRONMENT.check_config({**cfg, "states": {**st, "turns": 1}} if st else cfg)
-        if data.get("news"):
-            raise HitchhikerError("config key data.news: the sequential environment shows no headlines")
-        if data.get("signals"):
-            raise HitchhikerError("config key data.signals: the sequential environment shows no signals")
+        market.ENVIRONMENT.check_config(
+            {**cfg, "market": {**cfg["market"], "states": {**cfg["market"]["states"], "turns": 1}}}
+        )
+        if data["news"]:
+            raise HitchhikerError("config key market.data.news: the sequential environment shows no headlines")
+        if data["signals"]:
+            raise HitchhikerError("config key market.data.signals: the sequential environment shows no signals")
         if cfg.get("train", {}).get("objective") == "dpo":
             raise HitchhikerError(
                 "config key train.objective = dpo: the sequential environment's completions hold the environment's "
@@ -161,7 +163,7 @@ class Sequential(market.PriceData):
         return states.tables(prices, cfg, states.wide)
 
     def make_states(self, prices, cfg, fits):
-        st = cfg["states"]
+        st = states.options(cfg)
         wide, volume, _ = self._tables(prices, cfg)
         dates, closes = wide.index, wide.to_numpy()
         freq = frequency.detect(dates)
@@ -242,7 +244,7 @@ class Sequential(market.PriceData):
         every later turn its date, the returns its message shows and the period return its
         portfolio line is computed from, each from prices up to that turn's date; then the
         outcomes (every period's and the whole episode's) and the embargo between splits."""
-        st = cfg["states"]
+        st = states.options(cfg)
         wide, volume, _ = self._tables(prices, cfg)
         dates, closes = wide.index, wide.to_numpy()
         freq = frequency.detect(dates)
@@ -257,7 +259,10 @@ class Sequential(market.PriceData):
         if outside.any():
             fail(int(np.argmax(outside)), "history or episode outside the prices")
         if (states_["turns"] != turns).any():
-            fail(int(np.argmax(states_["turns"] != turns)), f"an episode of other than states.turns = {turns} turns")
+            fail(
+                int(np.argmax(states_["turns"] != turns)),
+                f"an episode of other than market.states.turns = {turns} turns",
+            )
         out = outcomes.set_index("state_id").reindex(states_["state_id"])
         if out["outcome_date"].isna().any():
             fail(int(np.argmax(out["outcome_date"].isna().to_numpy())), "no outcome")
@@ -416,7 +421,7 @@ class Sequential(market.PriceData):
     def corpus(self, cfg, seed):
         """The market's texts, and first and later turns of episodes on random data."""
         rng = np.random.default_rng(seed + 2)
-        tickers = cfg["data"]["tickers"]
+        tickers = cfg["market"]["data"]["tickers"]
         texts = market.ENVIRONMENT.corpus(cfg, seed)
         for i in range(100):
             names = np.asarray([list(rng.choice(tickers, size=2, replace=False))])
@@ -429,7 +434,7 @@ class Sequential(market.PriceData):
 
     def practice_turn(self, cfg, rng, i):
         k = 2
-        names = np.asarray([list(rng.choice(cfg["data"]["tickers"], size=k, replace=False))])
+        names = np.asarray([list(rng.choice(cfg["market"]["data"]["tickers"], size=k, replace=False))])
         rets = {"returns": rng.normal(0, 0.01, size=(1, k, int(rng.integers(2, 11))))}
         turns = int(rng.integers(1, 5))
         prompt = first_prompts(names, rets, turns, int(rng.integers(1, 6)), "daily")[0].as_py()

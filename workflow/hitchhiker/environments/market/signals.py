@@ -1,11 +1,11 @@
-"""The signal table of data.signals: a researcher's own numbers per ticker and date (an
+"""The signal table of market.data.signals: a researcher's own numbers per ticker and date (an
 analyst rating, a factor score, another model's forecast) that a prompt shows under their
-names (states.signals), each as of the decision date: the latest value dated on or before
+names (market.states.signals), each as of the decision date: the latest value dated on or before
 it, never a later one.
 
 Two shapes are read: long (date, ticker, name, value: a row per value) or wide (date,
 ticker and a numeric column per signal, such as the price file's own extra columns; only
-the columns states.signals names are read). Read by build_states (through the market's
+the columns market.states.signals names are read). Read by build_states (through the market's
 ``states.tables``), by the leakage audit, which re-derives every shown value from this file
 with a DuckDB ASOF JOIN of its own, and by the preflight, so that a missing or
 non-numeric value stops the run before any job.
@@ -29,7 +29,7 @@ def read(path: str, names: list[str]) -> pd.DataFrame:
     if not p.is_file():
         where = "" if p.is_absolute() else f" (relative to the working directory {Path.cwd()})"
         raise HitchhikerError(
-            f"config key data.signals: {path} {'is a directory' if p.is_dir() else 'does not exist'}{where}"
+            f"config key market.data.signals: {path} {'is a directory' if p.is_dir() else 'does not exist'}{where}"
         )
     try:
         raw = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
@@ -59,7 +59,9 @@ def read(path: str, names: list[str]) -> pd.DataFrame:
     absent = [n for n in names if n not in present]
     if absent:
         have = ", ".join(sorted(present)[:8]) + (" ..." if len(present) > 8 else "")
-        raise HitchhikerError(f"config key states.signals: {absent[0]!r} is not a signal of {path} (it has: {have})")
+        raise HitchhikerError(
+            f"config key market.states.signals: {absent[0]!r} is not a signal of {path} (it has: {have})"
+        )
     if frame is None:
         frame = raw.melt(id_vars=[date, ticker], value_vars=names, var_name="name")
         frame.columns = list(LONG)
@@ -106,6 +108,6 @@ def check_known(values: np.ndarray, positions: np.ndarray, dates, tickers: list[
     if gap.any():
         d, t, n = np.argwhere(gap)[0]
         raise HitchhikerError(
-            f"data.signals: {names[n]} has no value for {tickers[t]} dated on or before "
+            f"market.data.signals: {names[n]} has no value for {tickers[t]} dated on or before "
             f"{pd.Timestamp(dates[positions[d]]).date()}, a decision date of the {split} split"
         )

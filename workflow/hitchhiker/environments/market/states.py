@@ -1,14 +1,14 @@
 """States and outcomes of the market environments, from a wide close table.
 
 State: one decision date T and k tickers (elementwise k = 1, pairwise k = 2, listwise
-k = states.list_size) drawn without duplicates: each unordered ticker set at most once per
-date, at most states.per_date sets per date. The tickers appear in a random order, labelled
+k = market.states.list_size) drawn without duplicates: each unordered ticker set at most once per
+date, at most market.states.per_date sets per date. The tickers appear in a random order, labelled
 A, B, ..., so "always answer A" earns nothing on average. Its prompt (prompts.py) shows the
 ``window`` periods ending at T; when the chat-templated prompt is longer than
 states.max_prompt_tokens, the oldest periods are dropped first (``history_days`` records how
 many were kept). ``shown_returns`` holds, per ticker, the returns in percent the prompt shows
 (or implies, from the prices section), as rounded there: what the baselines read. With
-data.signals, the prompt also shows each of states.signals per ticker as of T (signals.py),
+market.data.signals, the prompt also shows each of market.states.signals per ticker as of T (signals.py),
 and a column ``signal_<name>`` each holds those values as shown.
 
 Outcome: each ticker's simple return from the close of T to the close of T + horizon.
@@ -35,19 +35,26 @@ from hitchhiker.environments import dated
 from hitchhiker.environments.market import lists, prompts, signals
 
 
+def options(cfg: dict) -> dict:
+    """What the market's states read: the shared states keys (window, horizon, splits) and
+    its own (market.states: formats, per_date, features, ...), in one mapping; a stage that
+    reads no states section (rollout, score) gets the market's own."""
+    return {**cfg.get("states", {}), **cfg["market"]["states"]}
+
+
 def set_size(fmt: str, states_cfg: dict) -> int:
     """Tickers in a state of format ``fmt``."""
     return {"elementwise": 1, "pairwise": 2}.get(fmt, states_cfg.get("list_size", 4))
 
 
 def wide(prices: pd.DataFrame, cfg: dict, column: str = "close") -> pd.DataFrame:
-    """The price table's ``column`` as dates x data.tickers, on the dates every ticker has."""
+    """The price table's ``column`` as dates x market.data.tickers, on the dates every ticker has."""
     if column not in prices:
         raise HitchhikerError(
-            f"config key states.features includes {column}, but the price table has no {column} column"
+            f"config key market.states.features includes {column}, but the price table has no {column} column"
         )
     wide = prices.pivot(index="date", columns="ticker", values=column).sort_index()
-    wide = wide[cfg["data"]["tickers"]].dropna()
+    wide = wide[cfg["market"]["data"]["tickers"]].dropna()
     if len(wide) < cfg["states"]["window"] + cfg["states"]["horizon"] + 2:
         raise HitchhikerError(
             f"only {len(wide)} dates where every ticker has a price: too few for "
@@ -58,8 +65,8 @@ def wide(prices: pd.DataFrame, cfg: dict, column: str = "close") -> pd.DataFrame
 
 def draws(dates: pd.DatetimeIndex, n_tickers: int, st: dict, seed: int):
     """Every decision a run's states are made of, in one seeded order: per split and format
-    (states.formats), (split, format, decision-day positions in ``dates``, ticker indices in
-    prompt order, one row per state). Up to states.per_date ticker sets a date, at most the
+    (market.states.formats), (split, format, decision-day positions in ``dates``, ticker indices in
+    prompt order, one row per state). Up to market.states.per_date ticker sets a date, at most the
     split's max_states in all. The market's states and the sequential environment's episodes
     both draw here, so the same config gives the same decisions (and state ids) to both."""
     rng = np.random.default_rng(seed)
@@ -68,7 +75,8 @@ def draws(dates: pd.DatetimeIndex, n_tickers: int, st: dict, seed: int):
             k = set_size(fmt, st)
             if k > n_tickers:
                 raise HitchhikerError(
-                    f"config key states.list_size = {k}: more than the {n_tickers} tickers in data.tickers"
+                    f"config key market.states.list_size = {k}: more than the {n_tickers} tickers in "
+                    "market.data.tickers"
                 )
             pos, sets = _draw_sets(rng, len(idx), n_tickers, k, st["per_date"])
             cap = st[split]["max_states"]
@@ -168,26 +176,28 @@ def state_ids(fmt: str, dates: np.ndarray, horizon: int, names: np.ndarray, text
 
 def tables(prices: pd.DataFrame, cfg: dict, closes) -> tuple[pd.DataFrame, np.ndarray | None, np.ndarray | None]:
     """The close table ``closes(prices, cfg)`` gives; the volume on its dates when a prompt
-    shows volume (states.features), else None; with data.signals, each of states.signals as
+    shows volume (market.states.features), else None; with market.data.signals, each of market.states.signals as
     of each of its dates (dates, tickers, signals), checked to be known on every decision
     date of every split, else None."""
     wide_closes = closes(prices, cfg)
     volume = signal_values = None
-    if "volume" in cfg["states"]["features"]:
+    st = options(cfg)
+    if "volume" in st["features"]:
         volume = wide(prices, cfg, "volume").reindex(wide_closes.index).to_numpy()
-    if cfg["data"].get("signals"):
-        names, dates, tickers = cfg["states"]["signals"], wide_closes.index, list(wide_closes.columns)
-        signal_values = signals.grid(signals.read(cfg["data"]["signals"], names), names, dates, tickers)
+    if cfg["market"]["data"]["signals"]:
+        names, dates, tickers = st["signals"], wide_closes.index, list(wide_closes.columns)
+        signal_values = signals.grid(signals.read(cfg["market"]["data"]["signals"], names), names, dates, tickers)
         for split, idx in split_indices(dates, cfg["states"]).items():
             signals.check_known(signal_values, idx, dates, tickers, names, split)
     return wide_closes, volume, signal_values
 
 
 def check_features(prices: pd.DataFrame, cfg: dict) -> None:
-    """The price table has what states.features shows (volume: a volume column)."""
-    if "volume" in cfg["states"]["features"] and "volume" not in prices:
+    """The price table has what market.states.features shows (volume: a volume column)."""
+    if "volume" in options(cfg)["features"] and "volume" not in prices:
         raise HitchhikerError(
-            f"config key states.features includes volume, but the {cfg['data']['source']} prices have none "
+            f"config key market.states.features includes volume, but the {cfg['market']['data']['source']} prices "
+            "have none "
             "(a long file's volume column, a one-ticker OHLCV file or yfinance has one)"
         )
 
@@ -240,7 +250,7 @@ SIGNAL_PREFIX = "signal_"
 
 
 def signal_columns(values: np.ndarray | None, names: list[str]) -> dict[str, pd.Series]:
-    """A column per data.signals name, ``signal_<name>``: per state, each ticker's value as
+    """A column per market.data.signals name, ``signal_<name>``: per state, each ticker's value as
     its prompt shows it (what the higher-signal baselines read). None without signals."""
     if values is None:
         return {}
@@ -261,7 +271,7 @@ def make_states(
     ``fits(texts, budget)`` says whether each chat-templated prompt has at most ``budget``
     tokens of the policy's tokenizer (build_states.budget_check).
     """
-    st = cfg["states"]
+    st = options(cfg)
     dates, closes = wide_closes.index, wide_closes.to_numpy()
     freq = frequency.detect(dates)
     states, outcomes = [], []
