@@ -421,4 +421,4 @@ def test_one_evaluated_date_is_reported_without_an_interval(tmp_path, base_run):
                  "--out-env-plots", out / "equity_curves.png", out / "calibration.png", "--out-invalid", out / "i.png",
                  "--out-headline", out / "headline.csv")  # fmt: skip
     table = (out / "headline.csv").read_text()
-    assert table.count("[too few dates]") == 6 and "[too few dates]" in proc.stdout, table
+    assert table.count("[too few dates]") == 8 and "[too few dates]" in proc.stdout, table  # 4 figures, 2 modes

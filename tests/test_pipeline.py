@@ -11,7 +11,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from conftest import ROOT, job_counts, run, stage, tiny_config, write_config
-from hitchhiker import policy
+from hitchhiker import policy, rationales
 from hitchhiker.environments import get
 from hitchhiker.environments.market import answers, hallucination, prompts
 from hitchhiker.metrics import portfolio_returns, sharpe
@@ -258,6 +258,15 @@ def test_policies_and_evaluation(pipeline):
     assert {"valid_rate", "accuracy", "rank_ic", "any_rate"} <= set(paired) and paired["rank_ic"]["n"] <= 6
     if both.any():
         assert paired["accuracy"]["mean"] == pytest.approx((p2.loc[p0.index][both] - p0[both]).mean())
+    # the reason measures, each policy's against its own most common reason (rationales.py)
+    assert {"template_rate", "no_reason_rate"} <= set(paired)
+    for m in summary["rounds"]:
+        sampled = preds[m["round"]].query("mode == 'sampled'")
+        reasons = m["sampled"]["reasons"]
+        assert {k: reasons[k] for k in ("distinct_reasons", "template")} == rationales.summary(sampled.completion)
+        assert reasons["template_rate"]["mean"] == pytest.approx(
+            rationales.indicators(sampled.completion)["template_rate"].mean()
+        )
 
 
 def test_the_report_bundles_the_plots_and_the_headline_with_their_captions(pipeline, tmp_path):

@@ -147,6 +147,10 @@ class Environment:
         """Whether this environment overrides action_rewards."""
         return type(self).action_rewards is not Environment.action_rewards
 
+    def has_turns(self) -> bool:
+        """Whether an episode may hold several turns (this environment overrides next_turn)."""
+        return type(self).next_turn is not Environment.next_turn
+
     # -- optional: what evaluate and summarize report besides the shared metrics -----------
 
     def answer_metrics(self, scored: pd.DataFrame, block: int, seed: int) -> dict:

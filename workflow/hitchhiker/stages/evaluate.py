@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hitchhiker import artifacts, cli, config, environments, frequency, policy
+from hitchhiker import artifacts, cli, config, environments, frequency, policy, rationales
 from hitchhiker.metrics import block_bootstrap_ci, block_length, decision_stats
 from hitchhiker.stages import rollout
 
@@ -67,6 +67,10 @@ def metrics(preds: pd.DataFrame, env, states_cfg: dict, seed: int, per_year: int
         for key, col in env.claim_rates(part).items():
             mean, lo, hi = block_bootstrap_ci(col, part.date, block, seed)
             m["hallucination"][key] = {"mean": mean, "ci95": [lo, hi]}
+        m["reasons"] = rationales.summary(part.completion)
+        for key, col in rationales.indicators(part.completion).items():
+            mean, lo, hi = block_bootstrap_ci(col, part.date, block, seed)
+            m["reasons"][key] = {"mean": mean, "ci95": [lo, hi]}
         m |= env.answer_metrics(part, block, seed)
         out[mode] = m
     return out

@@ -9,7 +9,8 @@ test states. Writes metrics.json:
   reward_minus_baseline  the last round minus each baseline, paired state by state
   rates_minus_base     each trained round minus the base policy in the valid rate, in
                        accuracy and rank IC (where the environment has them) and in each
-                       hallucination rate (any kind, then each), paired state by state
+                       hallucination rate (any kind, then each) and in the template and
+                       no-reason rates (rationales.py), paired state by state
                        (rank IC of elementwise answers: date by date)
 every mean with a 95% block-bootstrap interval over decision dates; learning_curve.png
 (valid rate, accuracy, rank IC, mean reward per round, with intervals), invalid_answers.png
@@ -17,8 +18,8 @@ every mean with a 95% block-bootstrap interval over decision dates; learning_cur
 drawn by its draw_plots: the market's equity_curves.png and calibration.png).
 
 and headline.csv, the table the console ends on (per round and mode: valid rate,
-accuracy, mean reward and unsupported claims per answer with intervals, and the mean
-reward's paired difference to the base).
+accuracy, mean reward, unsupported claims per answer and the template share with
+intervals, and the mean reward's paired difference to the base).
 
 Usage:
   python -m hitchhiker.stages.summarize --config config.yaml --states results/default/states.parquet \\
@@ -41,7 +42,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from hitchhiker import artifacts, atomic, cli, config, environments, frequency
+from hitchhiker import artifacts, atomic, cli, config, environments, frequency, rationales
 from hitchhiker.metrics import (
     block_bootstrap_ci,
     block_length,
@@ -66,8 +67,11 @@ def paired_rates(preds: pd.DataFrame, env, round_: int, h: int, stride: int, see
     decided answer; ``n`` counts them), in the environment's own paired figures (its
     paired_metrics: the market's rank IC, per state, or per date for elementwise answers) and
     in each hallucination rate (the share of answers with a claim of that kind, and the
-    claims per answer)."""
+    claims per answer) and in the template and no-reason rates (rationales.py: each policy's
+    template is its own most common reason)."""
     rates = env.claim_rates(preds)
+    by_policy = preds.groupby(["round", "mode"])["completion"]
+    rates = rates.join(pd.concat([rationales.indicators(part) for _, part in by_policy]))
     preds = pd.concat([preds, rates], axis=1).assign(valid_rate=preds["valid"].astype(float))
     accuracy = ["accuracy"] if "correct" in preds else []
     preds = preds.assign(accuracy=preds["correct"]) if accuracy else preds
@@ -101,6 +105,7 @@ def headline(summary: dict, unit: str = "$") -> pd.DataFrame:
                     "accuracy": interval_text(s.get("accuracy"), ".2f"),
                     f"mean reward {unit}".strip(): interval_text(s.get("mean_reward"), "+.4f"),
                     "claims per answer": interval_text(s.get("hallucination", {}).get("unsupported_per_answer"), ".2f"),
+                    "template share": interval_text(s.get("reasons", {}).get("template_rate"), ".0%"),
                     f"reward - base {unit}".strip(): interval_text(
                         summary["reward_minus_base"].get(f"round_{m['round']}", {}).get(mode), "+.4f"
                     ),

@@ -148,11 +148,6 @@ class Sequential(market.PriceData):
             raise HitchhikerError("config key market.data.news: the sequential environment shows no headlines")
         if data["signals"]:
             raise HitchhikerError("config key market.data.signals: the sequential environment shows no signals")
-        if cfg.get("train", {}).get("objective") == "dpo":
-            raise HitchhikerError(
-                "config key train.objective = dpo: the sequential environment's completions hold the environment's "
-                "turns, which DPOTrainer would train as the model's own tokens (grpo and best_answers mask them)"
-            )
 
     def check_data(self, prices: pd.DataFrame, cfg: dict) -> None:
         states.check_features(prices, cfg)

@@ -11,11 +11,21 @@ from __future__ import annotations
 
 import pandas as pd
 
+from hitchhiker.cli import HitchhikerError
 from hitchhiker.training.objectives import rows
 
 READS = [("share_prompt",), ("dpo", "beta"), ("dpo", "margin")]
 PRICED = False
 NOTHING = "no group's best and worst samples differ by more than train.dpo.margin = {train[dpo][margin]}"
+
+
+def check(cfg: dict, env) -> None:
+    if env is not None and env.has_turns():
+        raise HitchhikerError(
+            f"config key train.objective = dpo: the {cfg['environment']} environment's completions hold the "
+            "environment's turns, which DPOTrainer would train as the model's own tokens (grpo and best_answers "
+            "mask them)"
+        )
 
 
 def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_config, common: dict):
