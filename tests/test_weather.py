@@ -71,10 +71,18 @@ def test_each_prompt_shows_the_window_up_to_its_day_and_the_outcome_is_the_next_
         "states_checked": 60,
         "frequency": "daily",
         "period": "calendar day",
-        "train_to_test": {"embargo_periods": (test_first - train_last).days},
+        "train_to_test": {
+            "last_outcome": str((train_last + pd.Timedelta(days=1)).date()),
+            "embargo_periods": (test_first - train_last).days,
+        },
+        "train_dates": [str(states[states.split == "train"].date.min().date()), str(train_last.date())],
+        "test_dates": [str(test_first.date()), str(states[states.split == "test"].date.max().date())],
     }
     again = built(cfg)[2]
     assert again.state_id.tolist() == states.state_id.tolist()  # seeded, stable ids
+    wider = {**cfg, "states": {**cfg["states"], "embargo": 10_000}}  # the splits' order, audited as the market's
+    with pytest.raises(HitchhikerError, match=r"leakage audit: train outcomes reach .* calendar days apart, embargo"):
+        ENV.audit(table, states, outcomes, wider)
 
 
 @pytest.mark.parametrize("fault", ["a later day shown", "a value edited", "outcome of another day", "rain flipped"])

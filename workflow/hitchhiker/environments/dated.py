@@ -1,6 +1,6 @@
 """What every environment of dated decisions shares (the market's family and the weather):
 reading a file's dates as written, whatever their form; each split's decision positions, an
-embargo apart; the seeded draw of a split's max_states."""
+embargo apart; the seeded draw of a split's max_states; and the audit of the splits' order."""
 
 from __future__ import annotations
 
@@ -118,3 +118,30 @@ def draw(days: dict[str, np.ndarray], st: dict, seed: int) -> dict[str, np.ndarr
         cap = st[split].get("max_states")
         out[split] = np.sort(rng.choice(d, cap, replace=False)) if cap is not None and len(d) > cap else d
     return out
+
+
+def splits_report(states: pd.DataFrame, outcome_dates, pos: np.ndarray, st: dict, period: str) -> dict:
+    """The audit of the splits' order, independent of how they were drawn: consecutive splits
+    must be an embargo apart and no outcome of an earlier one may reach the later one's first
+    decision date; raises HitchhikerError naming both. Returns the report's part for
+    audit.json: per pair of splits the last outcome and the periods between them, per split
+    its first and last decision date. ``outcome_dates`` and ``pos`` (each decision date's
+    position in the data table) follow the rows of ``states``; ``period`` is one row's word
+    ("trading day")."""
+    report = {}
+    present = [sp for sp in SPLITS if (states.split == sp).any()]
+    for earlier, later in itertools.pairwise(present):
+        a, b = (states.split == earlier).to_numpy(), (states.split == later).to_numpy()
+        gap = int(pos[b].min() - pos[a].max())
+        reach = pd.Timestamp(np.asarray(outcome_dates)[a].max())
+        first = pd.Timestamp(states.date[b].min())
+        if gap < embargo(st) or reach > first:
+            raise cli.HitchhikerError(
+                f"leakage audit: {earlier} outcomes reach {reach.date()}, the {later} window starts "
+                f"{first.date()} ({gap} {period}{'' if gap == 1 else 's'} apart, embargo {embargo(st)})"
+            )
+        report[f"{earlier}_to_{later}"] = {"last_outcome": str(reach.date()), "embargo_periods": gap}
+    for split in present:
+        d = states.date[states.split == split]
+        report[f"{split}_dates"] = [str(d.min().date()), str(d.max().date())]
+    return report

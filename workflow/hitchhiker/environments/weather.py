@@ -26,7 +26,6 @@ Claims: none checked (the base class's default).
 from __future__ import annotations
 
 import hashlib
-import itertools
 import re
 from pathlib import Path
 from typing import ClassVar
@@ -371,17 +370,11 @@ class Weather(Environment):
                 raise HitchhikerError(
                     f"audit: state {state.state_id} ({day.date()}): its outcome is not the data's rain"
                 )
-        report: dict = {"states_checked": len(states), "frequency": "daily", "period": "calendar day"}
-        position = {d: i for i, d in enumerate(prices["date"])}
-        present = [s for s in dated.SPLITS if s in set(states["split"])]
-        embargo = dated.embargo(cfg["states"])
-        for prev, nxt in itertools.pairwise(present):
-            last = position[pd.Timestamp(states.loc[states.split == prev, "date"].max())]
-            first = position[pd.Timestamp(states.loc[states.split == nxt, "date"].min())]
-            if first - last < embargo:
-                raise HitchhikerError(f"audit: {prev} ends {first - last} days before {nxt} starts, under the embargo")
-            report[f"{prev}_to_{nxt}"] = {"embargo_periods": int(first - last)}
-        return report
+        states = states.reset_index(drop=True)
+        pos = pd.Index(prices["date"]).get_indexer(pd.DatetimeIndex(states["date"]))
+        ends = out.loc[states["state_id"], "outcome_date"].to_numpy()
+        splits = dated.splits_report(states, ends, pos, cfg["states"], "calendar day")
+        return {"states_checked": len(states), "frequency": "daily", "period": "calendar day", **splits}
 
     # -- answers ------------------------------------------------------------------------
 

@@ -194,24 +194,11 @@ def check_signals(states: pd.DataFrame, rows: np.ndarray, names: np.ndarray, day
 
 
 def splits_report(states: pd.DataFrame, outcome_dates: pd.Series, pos: np.ndarray, freq: str, st: dict) -> dict:
-    """The audit's report, after checking that consecutive splits are an embargo apart and
-    that no outcome of an earlier split reaches the later one's first decision date.
-    ``outcome_dates`` and ``pos`` (each decision date's position in the prices) follow the
-    rows of ``states``."""
-    report = {"states_checked": len(states), "frequency": freq}
-    present = [sp for sp in dated.SPLITS if (states.split == sp).any()]
-    for earlier, later in itertools.pairwise(present):
-        a, b = (states.split == earlier).to_numpy(), (states.split == later).to_numpy()
-        gap = int(pos[b].min() - pos[a].max())
-        reach = pd.Timestamp(np.asarray(outcome_dates)[a].max())
-        first = states.date[b].min()
-        if gap < dated.embargo(st) or reach > first:
-            raise HitchhikerError(
-                f"leakage audit: {earlier} outcomes reach {reach.date()}, the {later} window starts "
-                f"{first.date()} ({frequency.periods(freq, gap)} apart, embargo {dated.embargo(st)})"
-            )
-        report[f"{earlier}_to_{later}"] = {"last_outcome": str(reach.date()), "embargo_periods": gap}
-    for split in present:
-        d = states.date[states.split == split]
-        report[f"{split}_dates"] = [str(d.min().date()), str(d.max().date())]
-    return report
+    """The audit's report: states checked, the frequency, and the splits' order
+    (dated.splits_report, which raises on a split that reaches into the next)."""
+    period = frequency.FREQUENCIES[freq][2]
+    return {
+        "states_checked": len(states),
+        "frequency": freq,
+        **dated.splits_report(states, outcome_dates, pos, st, period),
+    }
