@@ -177,20 +177,27 @@ def test_replay_buffer_accumulates_rounds_with_consistent_rewards(pipeline):
         assert reward == pytest.approx(answers.reward(action, fwd, REWARD))
 
 
-def test_the_grounding_reward_charges_each_unsupported_claim_and_pays_each_supported_one(pipeline, tmp_path):
+def test_the_grounding_reward_charges_each_unsupported_claim_and_pays_a_supported_reason_not_a_recital(
+    pipeline, tmp_path
+):
     _, res = pipeline
     rollouts = pd.read_parquet(res / "rollouts" / "round_1.parquet")
-    prompt = pd.read_parquet(res / "states.parquet").set_index("state_id").prompt[rollouts.state_id[4]]
-    recited = next(iter(prompts.shown(prompt)["returns"].values()))[:2]
+    states = pd.read_parquet(res / "states.parquet").set_index("state_id")
+    recited = next(iter(prompts.shown(states.prompt[rollouts.state_id[4]])["returns"].values()))[:2]
+    # a pairwise state's reason that argues for the pick from what its prompt shows
+    pair = next(i for i in range(5, len(rollouts)) if states.format[rollouts.state_id[i]] == "pairwise")
+    a, b = (np.prod(1 + r / 100) for r in prompts.shown(states.prompt[rollouts.state_id[pair]])["returns"].values())
+    argued = "A, because A rose more than B" if a > b else "B, because B rose more than A"
     rollouts.loc[:4, "completion"] = [
         "A, up 7% while TSLA fell",  # a percent the prompt does not support and an unknown ticker: 2
         "B: +9.99 +8.88 = +1.00",  # two unshown figures and a wrong sum: 3
         "A",
         "B (ZZZ) on Monday",  # an unknown ticker and a weekday: 2
-        "A: " + " ".join(f"{v:+.2f}" for v in recited) + " so",  # two figures its prompt shows: paid twice
+        "A: " + " ".join(f"{v:+.2f}" for v in recited) + " so",  # two figures its prompt shows: no reason
     ]
+    rollouts.loc[pair, "completion"] = argued
     rollouts.to_parquet(tmp_path / "round_1.parquet")
-    cfg = {**CFG, "grounding": {"unsupported_claim_penalty": 0.01, "supported_claim_bonus": 0.002}}
+    cfg = {**CFG, "grounding": {"unsupported_claim_penalty": 0.01, "reason_bonus": 0.1}}
     out = tmp_path / "buffer.duckdb"
     stage(
         "score", "--config", write_config(tmp_path / "c.yaml", cfg), "--round", "1",
@@ -200,7 +207,7 @@ def test_the_grounding_reward_charges_each_unsupported_claim_and_pays_each_suppo
     with duckdb.connect(str(out), read_only=True) as con:
         got = con.execute(
             """SELECT r.completion, s.prompt, s.tickers, c.environment_reward, c.unsupported_claims, c.supported_claims,
-                      c.valid, c.reward
+                      c.valid, c.reward, c.reason_consistency, c.reason_supported
                FROM scores c JOIN rollouts r USING (run, round, state_id, sample_idx)
                JOIN states s USING (run, state_id)
                ORDER BY c.state_id, c.sample_idx"""
@@ -213,9 +220,16 @@ def test_the_grounding_reward_charges_each_unsupported_claim_and_pays_each_suppo
         assert row.unsupported_claims == hallucination.count(row.completion, row.prompt, row.tickers)
     recital = by_text.loc[rollouts.completion[4]]
     assert (recital.unsupported_claims, recital.supported_claims, recital.valid) == (0, 2, True)
-    assert got.reward.to_numpy() == pytest.approx(
-        got.environment_reward - 0.01 * got.unsupported_claims + 0.002 * got.supported_claims * got.valid
-    )
+    assert recital.reason_consistency == 0  # figures, no argument: paid nothing
+    assert recital.reward == pytest.approx(recital.environment_reward)
+    reason = by_text.loc[argued]
+    assert (reason.reason_consistency, reason.reason_supported, reason.unsupported_claims) == (1, 1, 0)
+    # paid the bonus, less the share of the round's answers giving the same reason (itself)
+    assert reason.reward == pytest.approx(reason.environment_reward + 0.1 * (1 - 1 / len(got)))
+    # the bonus goes exactly to the consistent, supported reasons (SmolLM2's own among them)
+    bonus = got.reward - (got.environment_reward - 0.01 * got.unsupported_claims)
+    good = got.reason_consistency.eq(1) & got.reason_supported.eq(1)
+    assert (bonus[good] > 0).all() and bonus[~good].abs().max() < 1e-9
 
 
 def test_policies_and_evaluation(pipeline):
@@ -264,9 +278,18 @@ def test_policies_and_evaluation(pipeline):
         sampled = preds[m["round"]].query("mode == 'sampled'")
         reasons = m["sampled"]["reasons"]
         assert {k: reasons[k] for k in ("distinct_reasons", "template")} == rationales.summary(sampled.completion)
-        assert reasons["template_rate"]["mean"] == pytest.approx(
-            rationales.indicators(sampled.completion)["template_rate"].mean()
-        )
+        assert reasons["template_rate"]["mean"] == pytest.approx(rationales.indicators(sampled)["template_rate"].mean())
+        # the market's pairwise states are also asked with A and B swapped: whether the pick follows
+        assert set(sampled.follows.dropna()) <= {0.0, 1.0} and sampled.changed_completion.notna().any()
+        for key in (
+            "consistent_rate",
+            "inconsistent_rate",
+            "no_argument_rate",
+            "supported_reason_rate",
+            "follows_rate",
+        ):
+            assert key in reasons, key
+    assert {"consistent_rate", "follows_rate"} <= set(paired)
 
 
 def test_the_report_bundles_the_plots_and_the_headline_with_their_captions(pipeline, tmp_path):

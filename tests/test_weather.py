@@ -128,7 +128,10 @@ def test_score_reads_the_first_word_and_pays_one_for_a_right_answer():
     assert scored.valid.tolist() == [True] * 4 + [False] * 2
     assert scored.correct.tolist()[:4] == [1.0, 0.0, 1.0, 0.0] and scored.correct.loc[14:].isna().all()
     assert scored.invalid_reason.loc[14:].tolist() == ["first word is not yes or no", "empty answer"]
-    assert (scored.unsupported_claims == 0).all() and (scored.supported_claims == 0).all()
+    # "it rained all week": a rain statement about the days shown, true where one of them rained,
+    # arguing for the yes given; the rest argue nothing
+    assert (scored.unsupported_claims == 0).all() and scored.supported_claims.tolist() == [1, 0, 0, 0, 0, 0]
+    assert scored.reason_consistency.fillna(9).tolist() == [1, 0, 0, 0, 9, 9]
 
 
 def test_every_action_is_priced_as_score_pays_its_answer():

@@ -201,6 +201,11 @@ def _check_rules(cfg: dict, environment: bool = True) -> None:
         objectives.check(cfg, schema()["properties"]["train"]["properties"], env)
     if env is not None:
         env.check_config(cfg)
+        if cfg.get("grounding", {}).get("reason_bonus") and not env.reads_reasons:
+            raise HitchhikerError(
+                f"config key grounding.reason_bonus = {cfg['grounding']['reason_bonus']}: the {env.name} environment "
+                "does not read what a reason argues"
+            )
     rollout = cfg.get("rollout", {})
     if rollout and rollout["temperature_eps"] >= rollout["temperature"]:
         raise HitchhikerError(

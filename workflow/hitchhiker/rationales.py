@@ -12,9 +12,22 @@ template_rate     per answer, 1.0 where its reason is the most common non-empty 
 no_reason_rate    per answer, 1.0 where nothing follows the decision.
 distinct_reasons  distinct non-empty reasons per 100 answers.
 
+Where the environment reads what a reason argues (its score's reason_consistency and
+reason_supported), per valid answer:
+consistent_rate       1.0 where the reason argues for the answer given;
+inconsistent_rate     1.0 where it argues for another answer;
+no_argument_rate      1.0 where it argues for none (a recital, a restated question, a
+                      reason that argues both ways);
+supported_reason_rate 1.0 where it argues for the answer given and every statement it rests
+                      on holds in the prompt: the reason the grounding reward pays for.
+And where the environment changes prompts (its counterfactual), per answer pair:
+follows_rate          1.0 where the decision on the changed prompt moved as a reader's would
+                      (evaluate's ``follows``; NaN where either answer is invalid).
+
 What they cannot tell: a varied reason may still be wrong, and a short right one ("because
-it rained today") repeated on every rainy day is a template by this measure. The claims
-(environments' score) and the consistency of the reason with the answer say the rest.
+it rained today") repeated on every rainy day is a template by this measure; a consistent,
+supported reason may not be why the model decided, which is what following the changed
+evidence tests. docs/evaluation.md says what each measure can and cannot show.
 """
 
 from __future__ import annotations
@@ -27,23 +40,35 @@ _NUMBER = r"[+-]?\d+(?:[.,]\d+)*"
 def reasons(completions: pd.Series) -> pd.Series:
     """Each completion's reason: after its first word, lowercased, numbers masked."""
     text = completions.fillna("").astype(str).str.strip().str.lower()
-    after = text.str.split(n=1).str[1].fillna("")
+    after = text.str.split(n=1).str[1].astype(object).fillna("").astype(str)
     return after.str.replace(_NUMBER, "#", regex=True).str.replace(r"\s+", " ", regex=True).str.strip()
 
 
-def indicators(completions: pd.Series) -> pd.DataFrame:
-    """template_rate and no_reason_rate per answer (see the module), indexed like ``completions``:
-    the answers of one policy in one decoding mode."""
-    said = reasons(completions)
+def indicators(answers: pd.DataFrame) -> pd.DataFrame:
+    """The measures of the module per answer, indexed like ``answers`` (the scored answers
+    of one policy in one decoding mode: completion, and where the environment gives them
+    reason_consistency, reason_supported and follows); a measure the environment does not
+    give is left out."""
+    said = reasons(answers["completion"])
     given = said[said != ""]
     template = given.value_counts().sort_index().idxmax() if len(given) else None
-    return pd.DataFrame(
+    out = pd.DataFrame(
         {
             "template_rate": ((said == template) & (said != "")).astype(float),
             "no_reason_rate": (said == "").astype(float),
         },
-        index=completions.index,
+        index=answers.index,
     )
+    if "reason_consistency" in answers:
+        c = answers["reason_consistency"].astype(float)
+        measured = c.notna()
+        for name, value in (("consistent_rate", 1), ("inconsistent_rate", -1), ("no_argument_rate", 0)):
+            out[name] = (c == value).astype(float).where(measured)
+        held = answers["reason_supported"].astype(float) == 1
+        out["supported_reason_rate"] = ((c == 1) & held).astype(float).where(measured)
+    if "follows" in answers:
+        out["follows_rate"] = answers["follows"].astype(float)
+    return out
 
 
 def summary(completions: pd.Series) -> dict:
@@ -54,3 +79,14 @@ def summary(completions: pd.Series) -> dict:
         "distinct_reasons": 100.0 * given.nunique() / max(len(said), 1),
         "template": given.value_counts().sort_index().idxmax() if len(given) else None,
     }
+
+
+def paid(answers: pd.DataFrame) -> pd.Series:
+    """What grounding.reason_bonus pays each answer for, from 0 to 1 (score's ``answers``: a
+    round's scored answers): where its reason argues for the answer given from statements its
+    prompt supports, one minus the share of the answers that give the same reason, figures
+    masked (a reason every answer copies earns nothing); else 0."""
+    said = reasons(answers["completion"])
+    share = said.map(said.value_counts(normalize=True))
+    good = (answers["reason_consistency"] == 1) & (answers["reason_supported"] == 1)
+    return ((1 - share) * good).astype(float)

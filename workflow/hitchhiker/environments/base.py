@@ -43,6 +43,10 @@ class Environment:
     # evaluate and summarize add the Sharpe ratio and maximum drawdown of the portfolio the
     # decisions induce (metrics.decision_stats)
     positions: bool = False
+    # whether score reads what a reason argues (REASON's columns: consistency with the answer,
+    # support in the prompt): what evaluate reports as the reason's consistency and what
+    # grounding.reason_bonus pays for
+    reads_reasons: bool = False
     # the JSON schema of the environment's own config section (defaults and a description per
     # key, as in the shared schema; None: no section), and its top-level key: the environment's
     # name unless ``section`` names a family's (the market's three share "market")
@@ -94,7 +98,11 @@ class Environment:
         supported_claims (those it supports, what the supported-claim bonus pays), and the
         environment's own columns (the market's: action, weights, ranking, correct,
         preference, a count per kind of claim). ``correct`` (1, 0 or NaN), where given, is
-        reported as accuracy. Never raises on a completion."""
+        reported as accuracy. Where the environment reads what a reason argues (REASON's
+        columns): reason_consistency (1 where the reason argues for the answer given, -1
+        where for another, 0 where it argues for none, NaN for an invalid answer) and
+        reason_supported (1 where every statement the argument rests on holds in the prompt,
+        0 where one does not, NaN where there is none). Never raises on a completion."""
         raise NotImplementedError(f"the {self.name} environment has no score")
 
     # -- optional, with defaults: its config and data ------------------------------------
@@ -175,6 +183,22 @@ class Environment:
         claims = scored["unsupported_claims"].astype(float)
         return pd.DataFrame({"any_rate": (claims > 0).astype(float), "unsupported_per_answer": claims})
 
+    def counterfactual(self, states: pd.DataFrame, cfg: dict) -> pd.DataFrame | None:
+        """A copy of the held-out ``states`` (same rows, same state_id) whose prompts are
+        changed in a known direction, so that a policy that reads the evidence changes its
+        decision in a known way (the market's pairwise: A and B swapped; the weather: today's
+        rain flipped). evaluate answers both and reports the share of answers that follow
+        (:meth:`follows`). Default: None (not measured)."""
+        return None
+
+    def follows(self, answered: pd.DataFrame, changed: pd.DataFrame, states: pd.DataFrame) -> pd.Series:
+        """Per pair of scored answers (the answer to a state and the answer to its changed
+        copy, drawn in the same mode and sample, indexed alike, each with its state_id;
+        ``states`` the changed copies, as counterfactual gave them):
+        1.0 where the changed decision moved as the change says a reader's would, 0.0 where
+        not, NaN where either answer is invalid. Needed with :meth:`counterfactual`."""
+        raise NotImplementedError(f"the {self.name} environment changes prompts but says not what follows")
+
     def baselines(self, states: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict) -> pd.DataFrame:
         """Simple rules on the same states, rewarded as the policy: one row per (baseline,
         state) with baseline, state_id, date, reward. Default: none."""
@@ -216,6 +240,8 @@ class Environment:
 # the columns every environment's score returns besides its own; score and evaluate compute
 # with all but invalid_reason, so they must be numbers (valid a bool or a 0/1)
 SCORED = ("valid", "invalid_reason", "reward", "claims", "unsupported_claims", "supported_claims")
+# the columns an environment that reads what a reason argues adds (score's docstring); numbers too
+REASON = ("reason_consistency", "reason_supported")
 
 
 def check_scored(env: Environment, scored, samples: pd.DataFrame) -> pd.DataFrame:
@@ -240,7 +266,7 @@ def check_scored(env: Environment, scored, samples: pd.DataFrame) -> pd.DataFram
     again = [c for c in scored.columns if c in samples.columns]
     if again:
         raise HitchhikerError(f"{what} returned the samples' own column(s) {', '.join(map(str, again))} again")
-    for name in SCORED:
+    for name in (*SCORED, *(c for c in REASON if c in scored)):
         if name != "invalid_reason" and not pd.api.types.is_numeric_dtype(scored[name]):
             raise HitchhikerError(f"{what}: column {name} is {scored[name].dtype}, not numbers")
     for name in scored.select_dtypes(include="object").columns:

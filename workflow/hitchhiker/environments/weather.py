@@ -20,7 +20,11 @@ Baselines: climatology (yes where the train split rained on more than half the d
 state's calendar month), persistence (tomorrow as today), never (always no).
 Audit: reads each prompt's lines back and compares them with the table's rows dated on or
 before T, the outcome with the first row after T, and checks the splits' order and embargo.
-Claims: none checked (the base class's default).
+Claims and reasons (weather_reasons.py): a figure, a day or a sum the prompt does not show
+(the shared rules of claims.py), a rain statement that does not hold; what the reason argues
+for (rain statements argue yes, dry ones no) against the answer.
+Changed prompts (evaluate): today's rain flipped, dry to 5.0 mm or wet to 0.0 mm; a reader of
+the evidence moves its answer with it (persistence does, always).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from hitchhiker.environments.base import Environment
 BUNDLED = Path(__file__).resolve().parents[3] / "data" / "seattle_weather.csv"
 COLUMNS = ("precipitation", "temp_max", "temp_min", "wind")
 WORDS = ("yes", "no")
+FLIPPED_RAIN_MM = 5.0  # today's rain on a changed dry day: a plainly wet day (Seattle's median wet day is ~5 mm)
 LINE = re.compile(
     r"^(\d{4}-\d\d-\d\d): rain (-?\d+\.\d) mm, high (-?\d+\.\d) C, low (-?\d+\.\d) C(?:, wind (-?\d+\.\d) m/s)?$"
 )
@@ -175,6 +180,7 @@ class Weather(Environment):
     """Will it rain tomorrow? environments/base.py documents each method."""
 
     name = "weather"
+    reads_reasons = True
     data_name = "weather"
     data_columns = ("date", *COLUMNS)
     outcome_columns = ("rain",)
@@ -379,27 +385,66 @@ class Weather(Environment):
     # -- answers ------------------------------------------------------------------------
 
     def score(self, samples, states, outcomes, reward_cfg):
+        from hitchhiker.environments import weather_reasons  # here: a code input of the stages that score
+
         rain = outcomes.set_index("state_id")["rain"].reindex(samples["state_id"]).to_numpy(dtype=bool)
         text = samples["completion"].astype(str).str.strip()
         first = text.str.split(n=1).str[0].fillna("").str.strip(".,:;!?\"'").str.lower()
         valid = first.isin(WORDS).to_numpy()
         right = (first.to_numpy() == "yes") == rain
         reason = np.where(text.to_numpy() == "", "empty answer", "first word is not yes or no")
-        zeros = np.zeros(len(samples), dtype=int)
+        answer = pd.array(np.where(valid, first.to_numpy(), None), dtype="string")
+        prompts = states.set_index("state_id")["prompt"].reindex(samples["state_id"]).tolist()
+        checked = weather_reasons.check_many(samples["completion"], prompts, pd.Series(answer, index=samples.index))
+        unsupported = checked[list(weather_reasons.KINDS)].sum(axis=1)
+        held = checked["reason_supported"].fillna(0).to_numpy() == 1  # true rain statements count as supported
         return pd.DataFrame(
             {
                 "valid": valid,
                 # typed text: a round with no invalid answer still stores a text column
                 "invalid_reason": pd.array(np.where(valid, None, reason), dtype="string"),
                 "reward": np.where(valid, right.astype(float), reward_cfg["invalid_penalty"]),
-                "answer": pd.array(np.where(valid, first.to_numpy(), None), dtype="string"),
+                "answer": answer,
                 "correct": np.where(valid, right.astype(float), np.nan),
-                "claims": zeros,
-                "unsupported_claims": zeros,
-                "supported_claims": zeros,
+                "claims": checked["figures"],
+                "unsupported_claims": unsupported,
+                "supported_claims": checked["figures"] - checked["figure"] + held,
+                **{k: checked[k] for k in weather_reasons.KINDS},
+                "reason_consistency": checked["reason_consistency"],
+                "reason_supported": checked["reason_supported"],
             },
             index=samples.index,
         )
+
+    def claim_rates(self, scored: pd.DataFrame) -> pd.DataFrame:
+        from hitchhiker.environments import weather_reasons  # here: see score
+
+        return weather_reasons.indicators(scored)
+
+    def counterfactual(self, states: pd.DataFrame, cfg: dict) -> pd.DataFrame:
+        """Today's rain flipped: a wet day (above weather.rain_mm) shown dry (0.0 mm), a dry
+        one wet (FLIPPED_RAIN_MM, or just above rain_mm where that is higher)."""
+        rain_mm = cfg["weather"]["rain_mm"]
+        wet = max(FLIPPED_RAIN_MM, np.ceil((rain_mm + 0.1) * 10) / 10)
+
+        def flip(prompt: str, today: bool) -> str:
+            lines = prompt.splitlines()
+            lines[-2] = re.sub(r"rain -?\d+\.\d mm", f"rain {0.0 if today else wet:.1f} mm", lines[-2], count=1)
+            return "\n".join(lines)
+
+        today = states["rain_today"].to_numpy(dtype=bool)
+        return states.assign(
+            prompt=[flip(p, t) for p, t in zip(states["prompt"], today, strict=True)], rain_today=~today
+        )
+
+    def follows(self, answered: pd.DataFrame, changed: pd.DataFrame, states: pd.DataFrame) -> pd.Series:
+        """1.0 where the answer moved to what the changed today says (yes where it now rained,
+        no where it is now dry), from the other answer; NaN where either is invalid."""
+        now_wet = states.set_index("state_id")["rain_today"].reindex(answered["state_id"]).to_numpy(dtype=bool)
+        expected = np.where(now_wet, "yes", "no")
+        before, after = (a["answer"].astype(object).fillna("").to_numpy(dtype=str) for a in (answered, changed))
+        moved = (after == expected) & (before != expected)
+        return pd.Series(np.where((before == "") | (after == ""), np.nan, moved), index=answered.index)
 
     def action_rewards(self, outcomes: pd.DataFrame, reward_cfg: dict) -> pd.DataFrame:
         rain = np.repeat(outcomes["rain"].to_numpy(dtype=bool), 2)

@@ -68,12 +68,24 @@ def metrics(preds: pd.DataFrame, env, states_cfg: dict, seed: int, per_year: int
             mean, lo, hi = block_bootstrap_ci(col, part.date, block, seed)
             m["hallucination"][key] = {"mean": mean, "ci95": [lo, hi]}
         m["reasons"] = rationales.summary(part.completion)
-        for key, col in rationales.indicators(part.completion).items():
+        for key, col in rationales.indicators(part).items():
             mean, lo, hi = block_bootstrap_ci(col, part.date, block, seed)
             m["reasons"][key] = {"mean": mean, "ci95": [lo, hi]}
         m |= env.answer_metrics(part, block, seed)
         out[mode] = m
     return out
+
+
+def with_changed(preds, answers, changed, outcomes, env, reward_cfg) -> pd.DataFrame:
+    """``preds`` with each answer's counterpart on the changed prompt beside it (the same
+    state, mode and sample): changed_completion, and follows (the environment's, 1.0 where
+    the decision moved as a reader's would)."""
+    scored = pd.concat([answers, env.score(answers, changed, outcomes, reward_cfg)], axis=1)
+    key = ["state_id", "mode", "sample_idx"]
+    scored = scored.set_index(key).reindex(pd.MultiIndex.from_frame(preds[key]))
+    scored.index = preds.index
+    follows = env.follows(preds, scored.assign(state_id=preds["state_id"]), changed)
+    return preds.assign(changed_completion=scored["completion"].astype("string"), follows=follows.astype(float))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -95,15 +107,23 @@ def main(argv: list[str] | None = None) -> None:
     if states.empty:
         raise cli.HitchhikerError(f"{args.states} holds no {ev['split']} states")
     outcomes = artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES)
-    # each state twice, greedy (one answer) then sampled: one model load, or one vLLM engine
-    temps = np.repeat([0.0, cfg["rollout"]["temperature"]], len(states))
-    both = pd.concat([states, states], ignore_index=True)
-    preds = rollout.sample(both, args.policy, cfg, temps, ev["samples_per_state"], seed, f"evaluate round {args.round}")
-    preds.insert(1, "mode", np.where(preds["temperature"] == 0, "greedy", "sampled"))
     env = environments.get(cfg["environment"])
+    changed = env.counterfactual(states, cfg)
+    # each state twice, greedy (one answer) then sampled, and so its changed copy where the
+    # environment makes one: one model load, or one vLLM engine
+    asked = [states] if changed is None else [states, changed]
+    temps = np.tile(np.repeat([0.0, cfg["rollout"]["temperature"]], len(states)), len(asked))
+    every = pd.concat([s for s in asked for _ in range(2)], ignore_index=True)
+    desc = f"evaluate round {args.round}"
+    preds = rollout.sample(every, args.policy, cfg, temps, ev["samples_per_state"], seed, desc)
+    preds.insert(1, "mode", np.where(preds["temperature"] == 0, "greedy", "sampled"))
+    is_changed = preds.pop("prompt_index").to_numpy() >= 2 * len(states)
+    preds, answers = preds[~is_changed].reset_index(drop=True), preds[is_changed].reset_index(drop=True)
     preds = pd.concat(
         [preds, environments.check_scored(env, env.score(preds, states, outcomes, cfg["reward"]), preds)], axis=1
     )
+    if changed is not None:
+        preds = with_changed(preds, answers, changed, outcomes, env, cfg["reward"])
     preds = preds.merge(states[["state_id", "date", "format", *env.state_columns]], on="state_id")
     preds = preds.merge(outcomes[["state_id", *env.outcome_columns]], on="state_id")
     preds.insert(0, "round", args.round)

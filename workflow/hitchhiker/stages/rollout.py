@@ -69,8 +69,8 @@ def sample(
             )
 
         rows = generation.play(generate, tok, prompt_ids, list(temperatures), n, next_turn, seed)
-    out = pd.DataFrame(rows)
-    out.insert(0, "state_id", states["state_id"].to_numpy()[out.pop("prompt_index")])
+    out = pd.DataFrame(rows)  # prompt_index: the row of ``states`` (evaluate tells changed prompts apart by it)
+    out.insert(0, "state_id", states["state_id"].to_numpy()[out["prompt_index"]])
     out["backend"] = generation.backend_version(ro["backend"])
     return out
 
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     temps = rng.uniform(ro["temperature"] - eps, ro["temperature"] + eps, size=len(train))
     out = sample(
         train, args.policy, cfg, temps, ro["samples_per_state"], cfg["seed"] + args.round, f"rollout round {args.round}"
-    )
+    ).drop(columns="prompt_index")
     out.insert(1, "round", args.round)
     out["policy"] = policy.model_ref(args.policy)
     prompts = out.drop_duplicates("state_id")[["state_id", "round", "prompt_ids"]]

@@ -2,11 +2,12 @@
 its rationale makes that the state does not support); the round goes into the replay buffer
 (hitchhiker/buffer.py).
 
-The stored reward, what GRPO trains on, is the environment's reward (``environment_reward``) less
-grounding.unsupported_claim_penalty for each unsupported claim, plus, for a valid answer,
-grounding.supported_claim_bonus for each claim its state supports (counted always, charged
-and paid only where set): the grounding reward. score is the one stage that reads the
-grounding section.
+The stored reward, what the objectives train on, is the environment's reward
+(``environment_reward``) less grounding.unsupported_claim_penalty for each unsupported claim,
+plus grounding.reason_bonus where the reason argues for the answer from what the prompt
+supports, scaled down by how many of the round's answers give the same reason
+(rationales.paid): the grounding reward. score is the one stage that reads the grounding
+section.
 
 Usage:
   python -m hitchhiker.stages.score --config config.yaml --round 1 \\
@@ -78,9 +79,12 @@ def main(argv: list[str] | None = None) -> None:
         )
         scored = scored.rename(columns={"reward": "environment_reward"})
         scores = keys.drop(columns=["completion", "answers"]).join(scored)
-        penalty, bonus = cfg["grounding"]["unsupported_claim_penalty"], cfg["grounding"]["supported_claim_bonus"]
-        charged = scores["environment_reward"] - penalty * scores["unsupported_claims"]
-        scores["reward"] = charged + bonus * scores["supported_claims"] * scores["valid"]
+        penalty, bonus = cfg["grounding"]["unsupported_claim_penalty"], cfg["grounding"]["reason_bonus"]
+        scores["reward"] = scores["environment_reward"] - penalty * scores["unsupported_claims"]
+        if bonus:  # config.validate: only for an environment that reads reasons
+            from hitchhiker import rationales
+
+            scores["reward"] += bonus * rationales.paid(scored.assign(completion=keys["completion"]))
         round_rows.insert({"scores": scores})
     print(
         f"score: round {args.round}, {len(keys)} samples, valid {scores['valid'].mean():.1%}, "

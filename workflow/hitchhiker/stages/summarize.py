@@ -10,7 +10,8 @@ test states. Writes metrics.json:
   rates_minus_base     each trained round minus the base policy in the valid rate, in
                        accuracy and rank IC (where the environment has them) and in each
                        hallucination rate (any kind, then each) and in the template and
-                       no-reason rates (rationales.py), paired state by state
+                       no-reason rates, the consistency of the reason and the following of
+                       changed evidence where measured (rationales.py), paired state by state
                        (rank IC of elementwise answers: date by date)
 every mean with a 95% block-bootstrap interval over decision dates; learning_curve.png
 (valid rate, accuracy, rank IC, mean reward per round, with intervals), invalid_answers.png
@@ -18,8 +19,10 @@ every mean with a 95% block-bootstrap interval over decision dates; learning_cur
 drawn by its draw_plots: the market's equity_curves.png and calibration.png).
 
 and headline.csv, the table the console ends on (per round and mode: valid rate,
-accuracy, mean reward, unsupported claims per answer and the template share with
-intervals, and the mean reward's paired difference to the base).
+accuracy, mean reward, unsupported claims per answer, the template share and, where the
+environment measures them, the share of reasons that argue for the answer given and of
+decisions that follow a changed prompt, with intervals, and the mean reward's paired
+difference to the base).
 
 Usage:
   python -m hitchhiker.stages.summarize --config config.yaml --states results/default/states.parquet \\
@@ -70,7 +73,7 @@ def paired_rates(preds: pd.DataFrame, env, round_: int, h: int, stride: int, see
     claims per answer) and in the template and no-reason rates (rationales.py: each policy's
     template is its own most common reason)."""
     rates = env.claim_rates(preds)
-    by_policy = preds.groupby(["round", "mode"])["completion"]
+    by_policy = preds.groupby(["round", "mode"])
     rates = rates.join(pd.concat([rationales.indicators(part) for _, part in by_policy]))
     preds = pd.concat([preds, rates], axis=1).assign(valid_rate=preds["valid"].astype(float))
     accuracy = ["accuracy"] if "correct" in preds else []
@@ -106,6 +109,8 @@ def headline(summary: dict, unit: str = "$") -> pd.DataFrame:
                     f"mean reward {unit}".strip(): interval_text(s.get("mean_reward"), "+.4f"),
                     "claims per answer": interval_text(s.get("hallucination", {}).get("unsupported_per_answer"), ".2f"),
                     "template share": interval_text(s.get("reasons", {}).get("template_rate"), ".0%"),
+                    "consistent reason": interval_text(s.get("reasons", {}).get("consistent_rate"), ".0%"),
+                    "follows changed evidence": interval_text(s.get("reasons", {}).get("follows_rate"), ".0%"),
                     f"reward - base {unit}".strip(): interval_text(
                         summary["reward_minus_base"].get(f"round_{m['round']}", {}).get(mode), "+.4f"
                     ),

@@ -70,6 +70,16 @@ def preference(rankings, weights) -> pd.Series:
     return pd.Series(arr, dtype=pd.ArrowDtype(arr.type))
 
 
+def _swapped(prompt: str) -> str:
+    """A pairwise prompt with A and B swapped: every "A (X): ..." line followed by a "B (Y): ..."
+    line becomes "A (Y): ..." and "B (X): ..."."""
+    lines = prompt.splitlines()
+    for i in range(len(lines) - 1):
+        if lines[i].startswith("A (") and lines[i + 1].startswith("B ("):
+            lines[i], lines[i + 1] = "A" + lines[i + 1][1:], "B" + lines[i][1:]
+    return "\n".join(lines)
+
+
 def discrete_actions(fmt: str, k: int) -> list[tuple[str, list[float]]]:
     """A format's discrete answers and their weights: long, flat, short for one ticker; each
     label for several (the $1 on that ticker)."""
@@ -142,6 +152,7 @@ class Market(PriceData):
     """Decisions among k tickers, paid by their returns; environments/base.py documents each method."""
 
     plots = ("equity_curves", "calibration")
+    reads_reasons = True  # pairwise and elementwise answers (reasons.py)
 
     def __init__(self, name: str, closes: Callable[[pd.DataFrame, dict], pd.DataFrame] = real_closes):
         self.name = name
@@ -214,9 +225,8 @@ class Market(PriceData):
     def score(
         self, samples: pd.DataFrame, states_: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict
     ) -> pd.DataFrame:
-        from hitchhiker.environments.market import (
-            hallucination,  # here: a code input of the stages that score (sources.CALLED_BY)
-        )
+        # here: code inputs of the stages that score (sources.CALLED_BY)
+        from hitchhiker.environments.market import hallucination, reasons
 
         pos, at = _rows(samples["state_id"], outcomes["state_id"]), _rows(samples["state_id"], states_["state_id"])
         lacking = samples["state_id"][(pos < 0) | (at < 0)]  # score says which file lacks it, before this
@@ -233,7 +243,43 @@ class Market(PriceData):
         w = lists.padded(frame["weights"], fwd_state.shape[1], 0.0)  # k per valid answer, none per invalid
         frame["correct"] = correct(w, frame["valid"].to_numpy(), fwd_state[pos], k_state[pos])
         frame["preference"] = preference(frame["ranking"], frame["weights"])
-        return pd.concat([frame, hallucination.with_totals(claims.set_axis(samples.index))], axis=1)
+        claims = hallucination.with_totals(claims.set_axis(samples.index))
+        argued = reasons.check_many(
+            samples["completion"].tolist(),
+            states_["prompt"].to_numpy()[at],
+            states_["tickers"].to_numpy()[at],
+            frame["weights"].tolist(),
+            frame["valid"].to_numpy(),
+            outcomes["format"].to_numpy()[pos],
+        ).set_axis(samples.index)
+        # a reason with an unsupported claim (a figure not shown, ...) is not a supported one
+        argued["reason_supported"] = argued["reason_supported"].mask(claims["unsupported_claims"] > 0, 0.0)
+        return pd.concat([frame, claims, argued], axis=1)
+
+    def counterfactual(self, states_: pd.DataFrame, cfg: dict) -> pd.DataFrame | None:
+        """The pairwise states with A and B swapped: each section's and the signals' A line
+        shows B's values under B's ticker, and B's A's (the tickers column reversed to match);
+        a reader picks the same ticker, under the other label. Other formats: not changed."""
+        pair = states_[states_["format"] == "pairwise"]
+        if pair.empty:
+            return None
+        return pair.assign(
+            prompt=[_swapped(p) for p in pair["prompt"]], tickers=[list(t)[::-1] for t in pair["tickers"]]
+        )
+
+    def follows(self, answered: pd.DataFrame, changed: pd.DataFrame, states_: pd.DataFrame) -> pd.Series:
+        """1.0 where the changed answer favours the same ticker (the other label), 0.0 where
+        not or where either favours none (equal weights); NaN where either is invalid."""
+
+        def favoured(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+            """Each answer's favoured ticker (0, 1; -1 for none), and whether it is valid."""
+            valid = frame["valid"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+            w = [list(x) if ok else [] for x, ok in zip(frame["weights"], valid, strict=True)]
+            return np.array([-1 if len(x) != 2 or x[0] == x[1] else int(x[1] > x[0]) for x in w]), valid
+
+        (before, ok_before), (after, ok_after) = favoured(answered), favoured(changed)
+        same = (before >= 0) & (after == 1 - before)
+        return pd.Series(np.where(ok_before & ok_after, same.astype(float), np.nan), index=answered.index)
 
     def action_rewards(self, outcomes: pd.DataFrame, reward_cfg: dict) -> pd.DataFrame:
         """Every discrete action of each state, priced as score prices its answer: one row per
