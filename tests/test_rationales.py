@@ -76,16 +76,20 @@ def test_weather_consistent_inconsistent_and_unargued_reasons(weather):
     consistent = ["yes, it rained today" if w else "no, today was dry" for w in wet]
     inconsistent = ["no, it rained today" if w else "yes, today was dry" for w in wet]
     false = ["yes, it rained today" if not w else "no, today was dry" for w in wet]  # argues, but untrue
-    recital = [f"yes {p.splitlines()[-2]}" for p in states["prompt"]]  # today's line copied: no argument
+    recital = [f"yes {p.splitlines()[-2]}" for p in states["prompt"]]  # today's line copied
     for answers, consistency, supported in [(consistent, 1, 1), (inconsistent, -1, 1), (false, 1, 0)]:
         got = scored(WEATHER, answers, states, outcomes)
         assert (got["reason_consistency"] == consistency).all()
         assert (got["reason_supported"] == supported).all()
         assert (got["rain_statement"] == 1 - supported).all() and (got["unsupported_claims"] == 1 - supported).all()
+    # today's line recited argues what it shows (persistence), true, and on every answer a template
     got = scored(WEATHER, recital, states, outcomes)
-    assert (got["reason_consistency"] == 0).all() and (got["unsupported_claims"] == 0).all()
+    assert (got["reason_consistency"] == np.where(wet, 1, -1)).all() and (got["unsupported_claims"] == 0).all()
+    assert (got["reason_supported"] == 1).all()
     rates = rationales.indicators(got)
-    assert rates["no_argument_rate"].mean() == 1 and rates["consistent_rate"].mean() == 0
+    assert rates["template_rate"].mean() == 1 and rates["consistent_rate"].mean() == wet.mean()
+    bare = scored(WEATHER, ["yes"] * len(states), states, outcomes)  # no reason: argues nothing
+    assert rationales.indicators(bare)["no_argument_rate"].mean() == 1
 
 
 def test_weather_claims_a_figure_a_day_and_a_sum_the_prompt_does_not_show(weather):

@@ -10,9 +10,11 @@ statement      a clause that says it rained or it was dry: rain words (rain, rai
                dry), about a day: the day it names (a date or weekday shown, "today",
                "yesterday") or, naming none, the days shown ("the last N days": those). A
                clause about tomorrow (tomorrow, will, likely, chance, forecast, expect) is
-               the forecast itself, not evidence; a clause in
-               the prompt's own line form ("2015-03-04: rain 3.3 mm") is a recital, not an
-               argument (its figures are still checked).
+               the forecast itself, not evidence. A clause in the prompt's own line form
+               ("2015-03-04: rain 3.3 mm") says that day's rain as plainly as "it rained on
+               March 4" does and counts the same (its figures are checked too): a policy
+               that recites today's line on every answer argues persistence, and the
+               template share (rationales.py) is what tells that it always recites.
 holds          a statement about one day holds when that day rained (precipitation above
                rain_mm) and it says rain, or did not and it says dry; about several days,
                "rain" holds when any of them rained and "dry" when none did. A reason is
@@ -60,7 +62,6 @@ _CLAUSES = re.compile(r"(?:(?<!\d)[.,]|[.,](?!\d)|[;!?\n])+|\b(?:but|and|while|w
 _FORECAST = re.compile(
     r"\b(?:tomorrow|will|would|going to|likely|chance|forecast\w*|expect\w*|predict\w*|probabl\w*)\b"
 )
-_RECITAL = re.compile(r"\d{4}-\d\d-\d\d\s*:\s*rain\b")
 _DRY = re.compile(
     r"\b(?:dry|drier|sunny|sunshine|clear|no (?:rain|precipitation|showers?)|without rain"
     r"|(?:did|does|has|have|had|was|is|were)\s*(?:not|n't)\s+(?:\w+\s+)?(?:rain\w*|wet))\b"
@@ -123,7 +124,7 @@ def statements(reason: str, ref: Shown) -> list[tuple[int | None, bool, bool]]:
     wet = ref.rain > ref.rain_mm
     last = len(wet) - 1
     for clause in _CLAUSES.split(reason):
-        if not clause.strip() or _FORECAST.search(clause) or _RECITAL.search(clause):
+        if not clause.strip() or _FORECAST.search(clause):
             continue
         mm = _MM.search(clause)
         if mm:
