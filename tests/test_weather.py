@@ -390,19 +390,49 @@ def test_a_noaa_export_runs_every_stage_as_delivered_with_its_units_declared(tmp
 
 
 @pytest.mark.slow
-def test_full_information_trains_on_both_answers_priced_through_the_dag(tmp_path):
-    """train.objective full_information on the weather environment: every stage, the tiny
-    model, one round; the policy moves and logs the best action's probability."""
+def test_the_two_claims_design_runs_through_the_dag(tmp_path):
+    """configs/weather_claims.yaml's design with the tiny model, one round, every stage: the
+    decision by full_information on both answers' prices, the reason by best_answers on the
+    grounding reward (the reason bonus among its terms); evaluate answers each test state and
+    its changed copy; benchmarks/evidence reads the run into its claims table."""
+    import importlib.machinery
+    import importlib.util
+
+    import duckdb
     from safetensors.torch import load_file
 
     cfg = weather_config()
     cfg["model"]["tiny"]["format_warmup_steps"] = 30
-    cfg["train"] = {**cfg["train"], "objective": "full_information", "per_device_batch_size": 4}
+    cfg["train"] = {
+        **cfg["train"],
+        "objective": "full_information",
+        "per_device_batch_size": 4,
+        "full_information": {"rationale": "best_answers"},
+    }
+    cfg["grounding"] = {"unsupported_claim_penalty": 0.1, "reason_bonus": 0.25}
     write_config(tmp_path / "config.yaml", cfg)
     run("snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml", "--cores", "2", cwd=tmp_path)
     res = tmp_path / "results" / "weather"
     assert "full_information on 8 groups" in (res / "logs" / "grpo_train_round_1.log").read_text()
     before, after = (load_file(res / "policy" / f"round_{r}" / "model" / "model.safetensors") for r in (0, 1))
     assert any(not (before[k] == after[k]).all() for k in before)
-    assert pd.read_csv(res / "policy" / "round_1" / "train_log.csv")["full_information/p_best"].notna().any()
-    assert [r["round"] for r in json.loads((res / "metrics.json").read_text())["rounds"]] == [0, 1]
+    log = pd.read_csv(res / "policy" / "round_1" / "train_log.csv")
+    assert log["full_information/p_best"].notna().any()
+    with duckdb.connect(str(res / "buffer" / "round_1.duckdb"), read_only=True) as con:
+        scores = con.execute("SELECT * FROM scores").df()
+    # the stored reward: the environment's, the penalty per claim, the bonus only for a paid reason
+    bonus = scores.reward - (scores.environment_reward - 0.1 * scores.unsupported_claims)
+    good = scores.reason_consistency.eq(1) & scores.reason_supported.eq(1)
+    assert (bonus[~good].abs() < 1e-9).all() and (bonus[good] >= 0).all()
+    preds = pd.read_parquet(res / "eval" / "round_1" / "predictions.parquet")
+    assert preds.changed_completion.notna().all() and set(preds.follows.dropna()) <= {0.0, 1.0}
+    summary = json.loads((res / "metrics.json").read_text())
+    assert [r["round"] for r in summary["rounds"]] == [0, 1]
+    loader = importlib.machinery.SourceFileLoader("evidence", str(ROOT / "benchmarks" / "evidence"))
+    evidence = importlib.util.module_from_spec(importlib.util.spec_from_loader("evidence", loader))
+    loader.exec_module(evidence)
+    table = evidence.claims_table({"tiny": res}).splitlines()
+    assert len(table) == 2 + len(evidence.CLAIM_ROWS)
+    assert table[-1].startswith("| sampled valid rate - base, low end > -0.02 | ")
+    rates = summary["rates_minus_base"]["round_1"]["sampled"]
+    assert {"consistent_rate", "follows_rate", "template_rate", "wrong_rain_rate"} <= set(rates)

@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     # each state twice, greedy (one answer) then sampled, and so its changed copy where the
     # environment makes one: one model load, or one vLLM engine
     asked = [states] if changed is None else [states, changed]
-    temps = np.tile(np.repeat([0.0, cfg["rollout"]["temperature"]], len(states)), len(asked))
+    temps = np.concatenate([np.repeat([0.0, cfg["rollout"]["temperature"]], len(s)) for s in asked])
     every = pd.concat([s for s in asked for _ in range(2)], ignore_index=True)
     desc = f"evaluate round {args.round}"
     preds = rollout.sample(every, args.policy, cfg, temps, ev["samples_per_state"], seed, desc)
