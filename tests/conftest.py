@@ -115,8 +115,8 @@ def stage(name: str, *args, check: bool = True) -> subprocess.CompletedProcess:
 def rollout_round1(cfg: Path, base: Path, out: Path, check: bool = True) -> subprocess.CompletedProcess:
     """Roll out round 1 of the base run's states with its base policy."""
     return stage("rollout", "--config", cfg, "--round", "1", "--states", base / "states.parquet",
-                 "--policy", base / "policy" / "round_0", "--out", out, "--prompts", prompts_of(out),
-                 check=check)  # fmt: skip
+                 "--outcomes", base / "outcomes.parquet", "--policy", base / "policy" / "round_0",
+                 "--out", out, "--prompts", prompts_of(out), check=check)  # fmt: skip
 
 
 def job_counts(output: str) -> dict[str, int]:

@@ -167,3 +167,24 @@ def test_a_column_missing_in_every_row_of_the_first_round_takes_a_later_rounds_t
     assert got == [(1, None, None)] * 4 + [(2, "A", None), (2, None, None), (3, None, [1, 0]), (3, None, [0, 1])]
     types = dict(_count(tmp_path / "r3.duckdb", "SELECT column_name, data_type FROM information_schema.columns"))
     assert types["action"] == "VARCHAR" and types["ranking"] == "BIGINT[]"
+
+
+def test_group_stats_count_the_groups_without_reward_spread_and_the_first_words_spread(tmp_path):
+    t1, s1 = _round(1, [1, 2, 3, 4], 0.0)  # two samples a state
+    s1["reward"] = [0.1, 0.1, 0.1, -0.2, -0.05, -0.05, 0.3, 0.3]  # states 1, 3 and 4: no spread
+    s1["action"] = ["A", "A", "A", "B", None, None, "B", "B"]  # an invalid answer has no action
+    _write(tmp_path / "r1.duckdb", None, 1, t1, s1)
+    t2, s2 = _round(2, [5, 6], 1.0)  # every group alike, every sample "A"
+    s2["action"] = "A"
+    _write(tmp_path / "r2.duckdb", tmp_path / "r1.duckdb", 2, t2, s2)
+    stats = buffer.group_stats(tmp_path / "r2.duckdb", "run")
+    assert stats["round"].tolist() == [1, 2] and stats["groups"].tolist() == [4, 2]
+    assert stats["zero_spread"].tolist() == [0.75, 1.0]
+    # round 1's first words: A 3/8, B 3/8, invalid 2/8
+    assert stats["action_entropy"][0] == pytest.approx(-(2 * 3 / 8 * np.log2(3 / 8) + 2 / 8 * np.log2(2 / 8)))
+    assert stats["top_action"][0] in ("A", "B") and stats["top_action_share"][0] == pytest.approx(3 / 8)
+    assert stats["action_entropy"][1] == 0 and (stats["top_action"][1], stats["top_action_share"][1]) == ("A", 1.0)
+    t3, s3 = _round(1, [1], 0.0)  # an environment whose score gives no action
+    _write(tmp_path / "plain.duckdb", None, 1, t3, s3)
+    plain = buffer.group_stats(tmp_path / "plain.duckdb", "run")
+    assert plain["zero_spread"].tolist() == [1.0] and plain["top_action"].isna().all()

@@ -151,6 +151,12 @@ def test_the_default_config_sets_only_what_it_changes():
             "train.objective = dpo: the sequential environment's completions hold the environment's turns",
         ),
         (lambda c: c["train"].update(objective="dpo", per_device_batch_size=6), None),
+        (lambda c: c["rollout"].update(dynamic_sampling=0.5), "rollout.dynamic_sampling"),
+        (
+            lambda c: (c["rollout"].update(dynamic_sampling=3), c["train"].update(objective="full_information")),
+            "rollout.dynamic_sampling = 3: train.objective full_information trains every action's reward",
+        ),
+        (lambda c: c["rollout"].update(dynamic_sampling=3), None),
         (lambda c: c.update(run="../escape"), 'config key run = "../escape": not a run name'),
         (lambda c: c["market"]["data"].update(tickers=["AAPL", "MSFT; rm -rf /"]), "market.data.tickers"),
     ],

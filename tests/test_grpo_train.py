@@ -319,6 +319,41 @@ def test_the_replay_window_trains_on_the_last_rounds_even_when_a_state_repeats(b
     assert "round 2, grpo on 16 groups x 4" in proc.stdout
 
 
+@pytest.mark.slow
+def test_dynamic_sampling_trains_on_exactly_the_groups_whose_rewards_differ(base_run, tmp_path):
+    train = {**tiny_config()["train"], "lora": {"enabled": False}}
+    dynamic = tiny_config(rollout={**tiny_config()["rollout"], "dynamic_sampling": 2}, train=train)
+    cfg, plain = (
+        write_config(tmp_path / "dynamic.yaml", dynamic),
+        write_config(tmp_path / "plain.yaml", tiny_config(train=train)),
+    )
+    full, kept = _round1_buffer(cfg, base_run, tmp_path), tmp_path / "kept.duckdb"
+    with duckdb.connect(str(full)) as con:
+        # rollout drew further states (2 x 8 at most) until 8 groups' environment rewards differed
+        spread = con.execute("SELECT max(environment_reward) > min(environment_reward) FROM scores GROUP BY state_id")
+        informative = [r[0] for r in spread.fetchall()]
+        assert 8 <= len(informative) <= 16 and (sum(informative) >= 8 or len(informative) == 16)
+        assert con.execute("SELECT count(*) FROM prompts").fetchone()[0] == len(informative)
+        # then half the groups paid alike: every sample the same reward
+        states = [r[0] for r in con.execute("SELECT DISTINCT state_id FROM scores ORDER BY 1").fetchall()]
+        flat = states[::2]
+        con.execute("UPDATE scores SET reward = 0.02 WHERE list_contains(?, state_id)", [flat])
+    shutil.copyfile(full, kept)
+    with duckdb.connect(str(kept)) as con:  # the same buffer without them
+        for table in ("prompts", "rollouts", "scores"):
+            con.execute(f"DELETE FROM {table} WHERE list_contains(?, state_id)", [flat])
+    w_dynamic, log = _train(cfg, full, base_run, tmp_path / "dynamic")
+    w_kept, _ = _train(plain, kept, base_run, tmp_path / "kept")
+    w_all, _ = _train(plain, full, base_run, tmp_path / "all")
+    assert all(torch.equal(w_dynamic[k], w_kept[k]) for k in w_kept)  # trained on exactly the others
+    assert any(not torch.equal(w_dynamic[k], w_all[k]) for k in w_all)
+    assert (
+        log["rollout/groups"].eq(len(states)).all() and log["rollout/trained_groups"].eq(len(states) - len(flat)).all()
+    )
+    assert log["rollout/zero_spread"].iloc[0] == pytest.approx(len(flat) / len(states))
+    assert {"rollout/action_entropy", "rollout/top_action", "rollout/top_action_share"} <= set(log.columns)
+
+
 def test_a_checkpoint_cut_short_by_a_kill_is_not_resumed(tmp_path):
     for step, state in ((2, "{}"), (3, '{"global_step": 3}'), (4, None), (5, '{"global_st')):
         d = tmp_path / f"checkpoint-{step}"

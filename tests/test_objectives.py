@@ -2,6 +2,7 @@
 full-information loss and its shared-prompt step, and each objective through the whole DAG."""
 
 import json
+import re
 import shutil
 
 import pandas as pd
@@ -181,6 +182,34 @@ def test_each_objective_runs_every_stage_of_the_dag(objective, extra, before_tra
             mine = priced[priced.state_id == sid]
             assert [tok.decode(a) for a in row.action_ids] == list(mine.action)
             assert row.rewards == pytest.approx(list(mine.reward))
+
+
+@pytest.mark.slow
+def test_dynamic_sampling_runs_every_stage_of_the_dag(before_training, tmp_path):
+    name, d = "objectives", tmp_path / "run"
+    shutil.copytree(before_training, d)
+    cfg = tiny_config(run=name, rounds=2)
+    cfg["rollout"] = {**cfg["rollout"], "dynamic_sampling": 1.5}  # 8 states asked, at most 12 drawn
+    write_config(d / "config.yaml", cfg)
+    proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", d / "config.yaml", "--cores", "2",
+               "--quiet", "rules", cwd=d)  # fmt: skip
+    # evaluate reads the rollout section (its sampling), so the base's evaluation reruns too
+    rerun = {"rollout": 2, "score": 2, "grpo_train": 2, "evaluate": 3, "summarize": 1, "all": 1}
+    assert job_counts(proc.stderr) == rerun, proc.stderr
+    res = d / "results" / name
+    summary = json.loads((res / "metrics.json").read_text())
+    assert [g["round"] for g in summary["rollout_groups"]] == [1, 2]
+    for r, groups in zip((1, 2), summary["rollout_groups"], strict=True):
+        drawn = re.search(r"dynamic sampling: (\d+) informative groups .* of (\d+) states drawn, 8 asked, at most 12",
+                          (res / "logs" / f"rollout_round_{r}.log").read_text())  # fmt: skip
+        assert drawn and groups["groups"] == int(drawn[2]) and 8 <= groups["groups"] <= 12
+        log = (res / "logs" / f"grpo_train_round_{r}.log").read_text()
+        assert "of the round's groups without reward spread" in log
+        informative = round(groups["groups"] * (1 - groups["zero_spread"]))
+        if informative >= 2:  # a step takes 2 groups (8 samples of 4)
+            assert f"grpo on {informative} groups x 4" in log
+        else:
+            assert "the policy goes on unchanged" in log
 
 
 BEST = [  # BATCH with best samples: the first's middle token an environment's (mask 0), none for the second

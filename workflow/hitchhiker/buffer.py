@@ -165,6 +165,36 @@ def replay(buffer: str | Path, run: str, round_: int, rounds: int = 1) -> pd.Dat
         ).df()
 
 
+def group_stats(buffer: str | Path, run: str) -> pd.DataFrame:
+    """Per round of the buffer, what its groups give GRPO to learn from: ``groups``, the share
+    with no reward spread (``zero_spread``: every sample paid the same, so every advantage is
+    0 and the group trains nothing), the entropy of the answer's first word, the action, over
+    the round's samples (``action_entropy``, in bits; an invalid answer counts as one more
+    word) and the most common action with its share (``top_action``, ``top_action_share``).
+    An environment whose score gives no action column gets entropy and top action missing."""
+    with _read(buffer) as con:
+        columns = {
+            c
+            for (c,) in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'scores'"
+            ).fetchall()
+        }
+        action = "coalesce(CAST(action AS VARCHAR), '(invalid)')" if "action" in columns else "NULL"
+        return con.execute(
+            f"""WITH s AS (SELECT round, state_id, reward, {action} AS action FROM scores WHERE run = ?),
+               g AS (SELECT round, count(*) AS groups, avg(CAST(max_r = min_r AS DOUBLE)) AS zero_spread
+                     FROM (SELECT round, state_id, max(reward) AS max_r, min(reward) AS min_r
+                           FROM s GROUP BY round, state_id) GROUP BY round),
+               a AS (SELECT round, action, count(*) / sum(count(*)) OVER (PARTITION BY round) AS p
+                     FROM s WHERE action IS NOT NULL GROUP BY round, action),
+               e AS (SELECT round, 0.0 - sum(p * log2(p)) AS action_entropy, arg_max(action, p) AS top_action,
+                            max(p) AS top_action_share FROM a GROUP BY round)
+               SELECT g.round, g.groups, g.zero_spread, e.action_entropy, e.top_action, e.top_action_share
+               FROM g LEFT JOIN e USING (round) ORDER BY g.round""",
+            [run],
+        ).df()
+
+
 def outcomes(buffer: str | Path, run: str, state_ids) -> pd.DataFrame:
     """The stored outcomes of ``state_ids`` (the environment's columns)."""
     state_ids = state_ids.tolist() if hasattr(state_ids, "tolist") else list(state_ids)  # DuckDB takes no NumPy scalar

@@ -50,7 +50,7 @@ CALLED_BY: dict[str, tuple[str, ...]] = {
     "data_files": ("fetch_prices",),
     "describe_data": ("fetch_prices",),
     "preflight_data": ("fetch_prices",),
-    "score": ("score", "evaluate"),
+    "score": ("score", "evaluate", "rollout"),  # rollout: under rollout.dynamic_sampling
     "claim_rates": ("evaluate", "summarize"),
     "draw_plots": ("summarize",),
 }

@@ -34,6 +34,7 @@ rule summarize:
             f"{RESULTS}/eval/round_{{e}}/predictions.parquet", e=[0, *ROUNDS]
         ),
         metrics=expand(f"{RESULTS}/eval/round_{{e}}/metrics.json", e=[0, *ROUNDS]),
+        buffer=f"{RESULTS}/buffer/round_{ROUNDS[-1]}.duckdb",
     output:
         json=f"{RESULTS}/metrics.json",
         plot=report(
@@ -68,6 +69,6 @@ rule summarize:
     shell:
         "python -m hitchhiker.stages.summarize --config {params.cfg:q} --states {input.states:q}"
         " --outcomes {input.outcomes:q} --predictions {input.predictions:q} --metrics {input.metrics:q}"
-        " --out-json {output.json:q} --out-plot {output.plot:q} --out-invalid {output.invalid:q}"
+        " --buffer {input.buffer:q} --out-json {output.json:q} --out-plot {output.plot:q} --out-invalid {output.invalid:q}"
         " --out-env-plots {output.env_plots:q}"
         " --out-headline {output.headline:q} > {log:q} 2>&1"

@@ -2,6 +2,7 @@ rule rollout:
     input:
         code=code("rollout"),
         states=f"{RESULTS}/states.parquet",
+        outcomes=f"{RESULTS}/outcomes.parquet",  # read only under rollout.dynamic_sampling
         audit=f"{RESULTS}/audit.json",
         policy=lambda w: policy(int(w.r) - 1),
     output:
@@ -17,7 +18,7 @@ rule rollout:
         cfg=cfg("rollout"),
     shell:
         "python -m hitchhiker.stages.rollout --config {params.cfg:q} --round {wildcards.r} --states {input.states:q}"
-        " --policy {input.policy:q} --out {output.rollouts:q} --prompts {output.prompts:q} > {log:q} 2>&1"
+        " --outcomes {input.outcomes:q} --policy {input.policy:q} --out {output.rollouts:q} --prompts {output.prompts:q} > {log:q} 2>&1"
 
 
 rule score:

@@ -13,7 +13,10 @@ weights as an uninterrupted run. Other inputs discard the old checkpoints.
 
 Writes, in the policy directory: model/ (HF format, the LoRA merged in), adapter/ (the LoRA
 adapter, when train.lora is on; policy.json's "base" names the policy it applies to),
-train_log.csv (TRL's metrics per step) and tensorboard/ (the same, as TensorBoard events).
+train_log.csv (TRL's metrics per step, and on every row what the round's groups held to
+learn from: buffer.group_stats' figures as rollout/*, and rollout/trained_groups, the groups
+trained on: under rollout.dynamic_sampling only those whose rewards differ) and
+tensorboard/ (the same, as TensorBoard events).
 
 Usage (Snakemake runs it through hitchhiker.launch, which picks accelerate or torchrun):
   python -m hitchhiker.stages.grpo_train --config config.yaml --round 1 \\
@@ -66,6 +69,22 @@ def merge_adapter(base_policy: str, adapter: Path, model_cfg: dict):
     return PeftModel.from_pretrained(policy.load_model(base_policy, model_cfg), str(adapter)).merge_and_unload()
 
 
+def round_figures(buffer_path: str, run: str, round_: int, trained_groups: int) -> dict:
+    """What round ``round_``'s groups held to learn from (buffer.group_stats), as train_log columns."""
+    stats = buffer.group_stats(buffer_path, run).set_index("round").loc[round_]
+    return {f"rollout/{k}": v for k, v in stats.items()} | {"rollout/trained_groups": trained_groups}
+
+
+def figures_text(figures: dict) -> str:
+    text = f"{figures['rollout/zero_spread']:.0%} of the round's groups without reward spread"
+    if pd.notna(figures["rollout/top_action"]):
+        text += (
+            f", first word {figures['rollout/action_entropy']:.2f} bits, "
+            f"{figures['rollout/top_action']!r} in {figures['rollout/top_action_share']:.0%}"
+        )
+    return text
+
+
 def _skip_trl_vllm_import() -> None:
     """grpo_train never generates (it replays the buffer), yet where vLLM is installed
     ``from trl import GRPOTrainer`` imports it through TRL's vLLM generation module: 13 s
@@ -101,6 +120,12 @@ def main(argv: list[str] | None = None) -> None:
             f"buffer {args.buffer}: group {sizes[sizes != group].index[0]} (round/state) has "
             f"{sizes[sizes != group].iloc[0]} samples, rollout.samples_per_state is {group}"
         )
+    if ro["dynamic_sampling"]:  # full_information refuses it (its check): it prices every action
+        reward = samples.groupby("group")["reward"]
+        spread = reward.max() - reward.min()
+        samples = samples[samples["group"].isin(spread.index[spread > 0])]
+        sizes = sizes[sizes.index.isin(spread.index[spread > 0])]
+    figures = round_figures(args.buffer, cfg["run"], args.round, len(sizes))
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from peft import LoraConfig
@@ -177,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
         priced = env.action_rewards(
             buffer.outcomes(args.buffer, cfg["run"], samples["state_id"].unique()), cfg["reward"]
         )
-    trainer = objective.build(cfg, samples, priced, model, tok, peft_config, common)
+    trainer = objective.build(cfg, samples, priced, model, tok, peft_config, common) if len(sizes) else None
     if trainer is None:  # nothing to learn from this round: the starting policy goes on unchanged
         if int(os.environ.get("RANK", "0")) != 0:  # launched ranks: the first writes it
             return
@@ -189,12 +214,14 @@ def main(argv: list[str] | None = None) -> None:
 
                 get_peft_model(model, peft_config).save_pretrained(tmp / "adapter")  # LoRA B = 0: the identity
             policy.write_spec(tmp, "model", args.round, adapter_of=args.policy if peft_config is not None else None)
-            pd.DataFrame().to_csv(tmp / "train_log.csv", index=False)
+            pd.DataFrame([figures]).to_csv(tmp / "train_log.csv", index=False)
             (tmp / "tensorboard").mkdir()
         shutil.rmtree(work, ignore_errors=True)
-        why = objective.NOTHING.format(train=tr)
+        why = (
+            objective.NOTHING.format(train=tr) if len(sizes) else "no group's rewards differ (rollout.dynamic_sampling)"
+        )
         print(
-            f"grpo_train: round {args.round}, {tr['objective']}: {why} ({len(sizes)} groups); "
+            f"grpo_train: round {args.round}, {tr['objective']}: {why} ({len(sizes)} groups; {figures_text(figures)}); "
             f"the policy goes on unchanged -> {args.out}"
         )
         return
@@ -221,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
             else:
                 shutil.copytree(work / "final", tmp / "model")
             policy.write_spec(tmp, "model", args.round, adapter_of=args.policy if peft_config is not None else None)
-            pd.DataFrame(trainer.state.log_history).to_csv(tmp / "train_log.csv", index=False)
+            pd.DataFrame(trainer.state.log_history).assign(**figures).to_csv(tmp / "train_log.csv", index=False)
             shutil.copytree(work / "tensorboard", tmp / "tensorboard")
         shutil.rmtree(work, ignore_errors=True)
         acc = trainer.accelerator
@@ -230,7 +257,7 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"grpo_train: round {args.round}, {tr['objective']} on {len(sizes)} groups x {group}, "
             f"{trainer.state.global_step} steps "
-            f"on {acc.num_processes} process(es){how} -> {args.out}{cli.device_note()}"
+            f"on {acc.num_processes} process(es){how} ({figures_text(figures)}) -> {args.out}{cli.device_note()}"
         )
     trainer.accelerator.wait_for_everyone()
     if torch.distributed.is_initialized():

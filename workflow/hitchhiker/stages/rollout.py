@@ -9,13 +9,15 @@ same for every sample of a state, go once per state to the --prompts file.
 
 Usage:
   python -m hitchhiker.stages.rollout --config config.yaml --round 1 \\
-      --states results/default/states.parquet --policy results/default/policy/round_0 \\
+      --states results/default/states.parquet [--outcomes results/default/outcomes.parquet] \\
+      --policy results/default/policy/round_0 \\
       --out results/default/rollouts/round_1.parquet --prompts results/default/rollouts/round_1.prompts.parquet
 """
 
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 import pandas as pd
@@ -75,12 +77,23 @@ def sample(
     return out
 
 
+def informative(env, out: pd.DataFrame, states: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict) -> int:
+    """How many of ``out``'s groups the environment pays unequally (its reward, before the
+    grounding terms score adds: those can only add spread)."""
+    keys = out[["state_id", "sample_idx", "completion", "answers"]]
+    drawn = states[states["state_id"].isin(keys["state_id"])]
+    scored = env.score(keys, drawn, outcomes[outcomes["state_id"].isin(keys["state_id"])], reward_cfg)
+    reward = scored["reward"].groupby(keys["state_id"])
+    return int(((reward.max() - reward.min()) > 0).sum())
+
+
 def main(argv: list[str] | None = None) -> None:
     p = cli.parser(__doc__)
     cli.add_config_arg(p)
     p.add_argument("--round", type=int, required=True, help="round r >= 1 (rolls out policy r-1)")
     p.add_argument("--states", required=True)
     p.add_argument("--policy", required=True, help="policy directory of round r-1")
+    p.add_argument("--outcomes", help="the states' outcomes: read only under rollout.dynamic_sampling")
     p.add_argument("--out", required=True, help="Parquet to write: one row per sample")
     p.add_argument("--prompts", required=True, help="Parquet to write: prompt token ids, one row per state")
     args = p.parse_args(argv)
@@ -89,22 +102,45 @@ def main(argv: list[str] | None = None) -> None:
         raise cli.HitchhikerError(f"--round {args.round}: rounds start at 1")
     policy.require_round(args.policy, args.round - 1, f"--round {args.round} rolls out")
     ro = cfg["rollout"]
+    if ro["dynamic_sampling"]:
+        if not args.outcomes:
+            raise cli.HitchhikerError("rollout.dynamic_sampling counts informative groups: give --outcomes")
+        outcomes = artifacts.read_parquet(args.outcomes, artifacts.OUTCOMES)
     rng = np.random.default_rng([cfg["seed"], args.round])
     train = artifacts.read_parquet(args.states, artifacts.STATES).query("split == 'train'").reset_index(drop=True)
-    pick = np.sort(rng.permutation(len(train))[: ro["states_per_round"]])
-    train = train.iloc[pick].reset_index(drop=True)
+    order = rng.permutation(len(train))
+    asked = ro["states_per_round"]
+    drawn = train.iloc[np.sort(order[:asked])].reset_index(drop=True)
     eps = ro["temperature_eps"]
-    temps = rng.uniform(ro["temperature"] - eps, ro["temperature"] + eps, size=len(train))
-    out = sample(
-        train, args.policy, cfg, temps, ro["samples_per_state"], cfg["seed"] + args.round, f"rollout round {args.round}"
-    ).drop(columns="prompt_index")
+    temps = rng.uniform(ro["temperature"] - eps, ro["temperature"] + eps, size=len(drawn))
+    desc = f"rollout round {args.round}"
+    out = sample(drawn, args.policy, cfg, temps, ro["samples_per_state"], cfg["seed"] + args.round, desc)
+    if ro["dynamic_sampling"]:
+        env = environments.get(cfg["environment"])
+        limit = min(len(train), math.floor(ro["dynamic_sampling"] * asked))
+        useful, parts, n = informative(env, out, drawn, outcomes, cfg["reward"]), [out], len(drawn)
+        while useful < asked and n < limit:
+            # as many more as the informative share so far says the missing groups need
+            more = min(limit - n, math.ceil((asked - useful) * n / max(useful, 1)))
+            chunk = train.iloc[np.sort(order[n : n + more])].reset_index(drop=True)
+            temps = rng.uniform(ro["temperature"] - eps, ro["temperature"] + eps, size=len(chunk))
+            part = sample(chunk, args.policy, cfg, temps, ro["samples_per_state"], int(rng.integers(2**31)), desc)
+            useful += informative(env, part, chunk, outcomes, cfg["reward"])
+            parts.append(part)
+            n += more
+        out = pd.concat(parts, ignore_index=True)
+        print(
+            f"rollout: dynamic sampling: {useful} informative groups (rewards differ) of {n} states drawn, "
+            f"{asked} asked, at most {limit}"
+        )
+    out = out.drop(columns="prompt_index")
     out.insert(1, "round", args.round)
     out["policy"] = policy.model_ref(args.policy)
     prompts = out.drop_duplicates("state_id")[["state_id", "round", "prompt_ids"]]
     artifacts.write_parquet(prompts, args.prompts)
     artifacts.write_parquet(out.drop(columns="prompt_ids"), args.out)
     print(
-        f"rollout: round {args.round}, {len(train)} states x {ro['samples_per_state']} samples, "
+        f"rollout: round {args.round}, {out['state_id'].nunique()} states x {ro['samples_per_state']} samples, "
         f"{(out.finish == 'eos').mean():.0%} ended with EOS -> {args.out}{cli.device_note()}"
     )
 

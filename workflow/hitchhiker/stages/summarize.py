@@ -7,6 +7,9 @@ test states. Writes metrics.json:
   baselines            the same statistics for each baseline
   reward_minus_base    each trained round minus the base policy, paired state by state
   reward_minus_baseline  the last round minus each baseline, paired state by state
+  rollout_groups       per round, what its rollout's groups held to learn from
+                       (buffer.group_stats: the share without reward spread, the first
+                       word's entropy, the most common first word and its share)
   rates_minus_base     each trained round minus the base policy in the valid rate, in
                        accuracy and rank IC (where the environment has them) and in each
                        hallucination rate (any kind, then each) and in the template and
@@ -14,7 +17,9 @@ test states. Writes metrics.json:
                        changed evidence where measured (rationales.py), paired state by state
                        (rank IC of elementwise answers: date by date)
 every mean with a 95% block-bootstrap interval over decision dates; learning_curve.png
-(valid rate, accuracy, rank IC, mean reward per round, with intervals), invalid_answers.png
+(valid rate, accuracy, rank IC, mean reward per round, with intervals; and, per policy, the
+share of the groups it sampled that had no reward spread and its most common first word's
+share), invalid_answers.png
 (invalid answers by reason, per round) and the environment's own plots (its ``plots``,
 drawn by its draw_plots: the market's equity_curves.png and calibration.png).
 
@@ -28,7 +33,8 @@ Usage:
   python -m hitchhiker.stages.summarize --config config.yaml --states results/default/states.parquet \\
       --outcomes results/default/outcomes.parquet \\
       --predictions results/default/eval/round_*/predictions.parquet \\
-      --metrics results/default/eval/round_*/metrics.json --out-json results/default/metrics.json \\
+      --metrics results/default/eval/round_*/metrics.json --buffer results/default/buffer/round_<last>.duckdb \\
+      --out-json results/default/metrics.json \\
       --out-plot results/default/learning_curve.png --out-invalid results/default/invalid_answers.png \\
       --out-env-plots results/default/equity_curves.png results/default/calibration.png \\
       --out-headline results/default/headline.csv
@@ -45,7 +51,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from hitchhiker import artifacts, atomic, cli, config, environments, frequency, rationales
+from hitchhiker import artifacts, atomic, buffer, cli, config, environments, frequency, rationales
 from hitchhiker.metrics import (
     block_bootstrap_ci,
     block_length,
@@ -141,8 +147,10 @@ def _interval_plot(ax, xs, stats, mode) -> bool:
     return bool(np.isfinite(mean).any())
 
 
-def learning_curve(rounds: list[dict], unit: str = "$"):
-    """Per round, each headline figure with its interval, one panel a figure the environment reports."""
+def learning_curve(rounds: list[dict], unit: str = "$", groups: pd.DataFrame | None = None):
+    """Per round, each headline figure with its interval, one panel a figure the environment
+    reports; with ``groups`` (buffer.group_stats), a last panel of what each policy's rollout
+    gave GRPO to learn from (round r's groups were sampled by policy r - 1)."""
     titles = {
         "valid_rate": "valid answers",
         "accuracy": "accuracy (valid answers)",
@@ -151,8 +159,9 @@ def learning_curve(rounds: list[dict], unit: str = "$"):
     }
     titles = {k: v for k, v in titles.items() if k in rounds[0]["greedy"]}  # accuracy: where the environment says
     xs = [m["round"] for m in rounds]
-    fig, axes = plt.subplots(1, len(titles), figsize=(3.75 * len(titles), 3.5), squeeze=False)
-    for ax, (key, title) in zip(axes[0], titles.items(), strict=True):
+    panels = len(titles) + (groups is not None)
+    fig, axes = plt.subplots(1, panels, figsize=(3.75 * panels, 3.5), squeeze=False)
+    for ax, (key, title) in zip(axes[0], titles.items(), strict=False):
         drawn = [_interval_plot(ax, xs, [m[mode][key] for m in rounds], mode) for mode in MODES]
         if not any(drawn):
             ax.text(0.5, 0.5, "no valid answers\nin any round", ha="center", va="center", transform=ax.transAxes)
@@ -160,12 +169,22 @@ def learning_curve(rounds: list[dict], unit: str = "$"):
         ax.set_xlabel("round (0 = base model)")
         ax.set_xticks(xs)
     axes[0][0].legend()
+    if groups is not None:
+        ax, sampler = axes[0][-1], groups["round"] - 1
+        ax.plot(sampler, groups["zero_spread"], "o-", color="C3", label="groups without reward spread")
+        if groups["top_action_share"].notna().any():
+            ax.plot(sampler, groups["top_action_share"], "s--", color="C2", label="most common first word")
+        ax.set_ylim(0, 1.05)
+        ax.set_title("rollout groups (share)")
+        ax.set_xlabel("policy that sampled them (round)")
+        ax.set_xticks(xs)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
 
-def plot_learning_curve(rounds: list[dict], path, unit: str = "$") -> None:
-    save(learning_curve(rounds, unit), path)
+def plot_learning_curve(rounds: list[dict], path, unit: str = "$", groups: pd.DataFrame | None = None) -> None:
+    save(learning_curve(rounds, unit, groups), path)
 
 
 def plot_invalid(rounds: list[dict], path) -> None:
@@ -220,6 +239,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--outcomes", required=True)
     p.add_argument("--predictions", nargs="+", required=True)
     p.add_argument("--metrics", nargs="+", required=True)
+    p.add_argument("--buffer", help="the last round's replay buffer: what each round's groups held to learn from")
     p.add_argument("--out-json", required=True)
     p.add_argument("--out-plot", required=True)
     p.add_argument("--out-env-plots", nargs="*", default=[], help="the environment's plots, each <name>.png")
@@ -281,8 +301,11 @@ def main(argv: list[str] | None = None) -> None:
         "reward_minus_baseline": {"round": last, **minus_baseline},
         "rates_minus_base": rates_minus_base,
     }
+    groups = buffer.group_stats(args.buffer, cfg["run"]) if args.buffer else None
+    if groups is not None:
+        summary["rollout_groups"] = groups.astype(object).where(groups.notna(), None).to_dict("records")
     artifacts.write_json(summary, args.out_json)
-    plot_learning_curve(rounds, args.out_plot, env.reward_unit)
+    plot_learning_curve(rounds, args.out_plot, env.reward_unit, groups)
     plot_invalid(rounds, args.out_invalid)
     figures = env.draw_plots(preds, rounds, base_rows, cfg)
     for path in args.out_env_plots:

@@ -16,6 +16,11 @@ NOTHING = None
 
 
 def check(cfg: dict, env) -> None:
+    if (cfg.get("rollout") or {}).get("dynamic_sampling"):
+        raise HitchhikerError(
+            f"config key rollout.dynamic_sampling = {cfg['rollout']['dynamic_sampling']}: train.objective "
+            "full_information trains every action's reward, whatever the samples' spread; leave it null"
+        )
     if env is not None and not env.prices_actions():
         raise HitchhikerError(
             f"config key train.objective = full_information: the {cfg['environment']} environment does not price "

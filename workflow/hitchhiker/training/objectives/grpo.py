@@ -19,7 +19,10 @@ READS = [
     ("share_prompt",),
 ]
 PRICED = False
-NOTHING = None  # every round has samples to replay
+NOTHING = (  # only under rollout.dynamic_sampling, which drops the groups without reward spread
+    "fewer groups whose rewards differ than one optimizer step takes (train.per_device_batch_size x "
+    "gradient_accumulation_steps x num_processes / rollout.samples_per_state)"
+)
 
 
 def check(cfg: dict, env) -> None:
@@ -85,6 +88,9 @@ def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_confi
     from hitchhiker.training.replay_trainer import ReplayGRPOTrainer
 
     tr, group = cfg["train"], cfg["rollout"]["samples_per_state"]
+    step = tr["per_device_batch_size"] * tr["gradient_accumulation_steps"] * tr["num_processes"]
+    if samples["group"].nunique() * group < step:  # TRL's sampler would make no whole batch: no step
+        return None
     share = tr["share_prompt"] is not False  # null: on
     sampling = tr["importance_sampling"]
     args = GRPOConfig(
