@@ -1,6 +1,8 @@
 """train.objective: what each objective takes from the buffer (checked by hand), the
 full-information loss and its shared-prompt step, and each objective through the whole DAG."""
 
+import importlib.machinery
+import importlib.util
 import json
 import re
 import shutil
@@ -210,6 +212,11 @@ def test_dynamic_sampling_runs_every_stage_of_the_dag(before_training, tmp_path)
             assert f"grpo on {informative} groups x 4" in log
         else:
             assert "the policy goes on unchanged" in log
+    loader = importlib.machinery.SourceFileLoader("evidence", str(ROOT / "benchmarks" / "evidence"))
+    evidence = importlib.util.module_from_spec(importlib.util.spec_from_loader("evidence", loader))
+    loader.exec_module(evidence)
+    table = evidence.groups_table(summary["rollout_groups"]).splitlines()
+    assert len(table) == 4 + 2 and table[-1].startswith(f"| 2 | {summary['rollout_groups'][1]['groups']} | ")
 
 
 BEST = [  # BATCH with best samples: the first's middle token an environment's (mask 0), none for the second
