@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, run, stage, tiny_config, write_config
+from conftest import ROOT, job_counts, run, stage, tiny_config, write_config
 
 
 def cfg_case(mutate, message, cmd="fetch_prices"):
@@ -423,3 +423,17 @@ def test_a_split_cut_to_the_data_is_said_on_the_console(tmp_path):
     write_config(tmp_path / "config.yaml", tiny_config(states={**st, "test": {**st["test"], "end": "2030-12-31"}}))
     proc = run("snakemake", "-s", ROOT / "Snakefile", "--cores", "2", "results/tiny/states.parquet", cwd=tmp_path)
     assert "states.test.end = 2030-12-31 is after the data's last date" in proc.stdout + proc.stderr
+
+
+def test_a_capped_states_per_round_is_said_on_the_console_and_a_dry_run_lists_the_jobs(tmp_path):
+    """rollout.states_per_round above the train states draws them all: the console says so."""
+    cfg = tiny_config()
+    write_config(tmp_path / "config.yaml", {**cfg, "rollout": {**cfg["rollout"], "states_per_round": 100000}})
+    target = "results/tiny/rollouts/round_1.parquet"
+    dry = run("snakemake", "-s", ROOT / "Snakefile", "--cores", "2", "-n", target, cwd=tmp_path)
+    jobs = {"fetch_prices": 1, "base_model": 1, "build_states": 1, "audit": 1, "rollout": 1}
+    assert job_counts(dry.stdout + dry.stderr) == jobs, dry.stdout + dry.stderr
+    proc = run("snakemake", "-s", ROOT / "Snakefile", "--cores", "2", target, cwd=tmp_path)
+    train = (pd.read_parquet(tmp_path / "results/tiny/states.parquet").split == "train").sum()
+    said = f"rollout round 1: rollout.states_per_round 100000 is more than the run's {train} train states"
+    assert f"{said}: the round draws all {train}" in proc.stderr.splitlines(), proc.stderr

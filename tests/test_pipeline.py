@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 
 import duckdb
@@ -85,8 +86,18 @@ def test_no_stage_log_warns_of_a_gpu_it_could_not_find(pipeline):
 def test_the_console_is_quiet_and_ends_on_the_headline_table(pipeline):
     d, res = pipeline
     lines = (d / "console.txt").read_text().splitlines()
-    assert len(lines) < 60, "\n".join(lines)  # two rounds; every job's config and sources once filled hundreds
+    assert len(lines) < 90, "\n".join(lines)  # two rounds; every job's config and sources once filled hundreds
     assert not any("coroutine" in line or "python -m hitchhiker" in line for line in lines)
+    # the jobs by name, as each starts and ends, with its time; not Snakemake's scheduler chatter
+    jobs = ["base_model", "fetch_prices", "build_states", "audit", "summarize"]
+    jobs += [f"{stage} round {r}" for r in (1, 2) for stage in ("rollout", "score", "grpo_train")]
+    jobs += [f"evaluate round {r}" for r in (0, 1, 2)]
+    for job in jobs:
+        assert f"hitchhiker: {job} ..." in lines and any(re.fullmatch(f"hitchhiker: {job} done in \\d+ s", line)
+                                                         for line in lines), job  # fmt: skip
+    assert not any(line.startswith(("Select jobs", "Execute ", "Finished jobid", "launch")) for line in lines)
+    assert lines[lines.index("Job stats:") + 3].split()[0] in [*jobs, "all"]  # the table of the jobs to run
+    assert any(line.startswith("audit: 72 states clean") for line in lines)  # a stage's own summary line
     table = pd.read_csv(res / "headline.csv", dtype=str, keep_default_na=False)
     assert list(table.columns[:3]) == ["round", "mode", "valid"] and len(table) == 6  # 3 rounds x 2 modes
     minus_base = table["reward - base $"]

@@ -3,21 +3,65 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 class HitchhikerError(Exception):
     """A problem with the user's input: printed as one line, exit status 2."""
 
 
-def run(main: Callable[[list[str] | None], None], argv: list[str] | None = None) -> None:
-    """Run a stage's main; turn user errors into one line on stderr and exit 2."""
+def _console():
+    """The terminal Snakemake runs in, where a job's output goes to its log: the rules' shell
+    prefix (rules/common.smk) keeps it open as a file descriptor named by HITCHHIKER_CONSOLE.
+    None when a stage runs on its own (its stdout is then the terminal already)."""
+    fd = os.environ.get("HITCHHIKER_CONSOLE")
+    if not fd:
+        return None
+    try:
+        return os.fdopen(int(fd), "w", buffering=1, closefd=False)
+    except (OSError, ValueError):  # not open in this process (a stage started by hand)
+        return None
+
+
+def console(line: str) -> None:
+    """A line for the user's console as well as the job's log: what a run does that its
+    config does not say (a request capped, a split cut to the data)."""
+    print(line, flush=True)
+    term = _console()
+    if term is not None:
+        term.write(f"{line}\n")
+
+
+def _job_name(argv: list[str] | None) -> str:
+    """This job for the console, e.g. "rollout round 2": the stage module and its --round."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = spec.name.rsplit(".", 1)[-1] if spec else Path(sys.argv[0]).stem
+    args = sys.argv[1:] if argv is None else argv
+    if "--round" in args[:-1]:
+        return f"{name} round {args[args.index('--round') + 1]}"
+    return name
+
+
+def run(main: Callable[[list[str] | None], None], argv: list[str] | None = None, announce: bool = True) -> None:
+    """Run a stage's main; turn user errors into one line on stderr and exit 2. Under
+    Snakemake, the console gets a line as the job starts and one as it ends, with its time
+    (from the first worker of a distributed one; not from a launcher that becomes the stage)."""
+    first_worker = os.environ.get("RANK", "0") == "0"
+    term = _console() if announce and first_worker else None
+    started, name = time.monotonic(), _job_name(argv)
+    if term is not None:
+        term.write(f"hitchhiker: {name} ...\n")
     try:
         main(argv)
     except HitchhikerError as err:
         print(f"hitchhiker: error: {err}", file=sys.stderr)
         sys.exit(2)
+    if term is not None:
+        term.write(f"hitchhiker: {name} done in {time.monotonic() - started:.0f} s\n")
 
 
 class _Parser(argparse.ArgumentParser):

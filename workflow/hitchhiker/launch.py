@@ -90,4 +90,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    cli.run(main, announce=False)  # it becomes grpo_train, which says when it starts and ends

@@ -4,7 +4,9 @@ import time
 import warnings
 from pathlib import Path
 
+from snakemake.logging import logger
 from snakemake.settings.types import DeploymentMethod
+from snakemake_interface_logger_plugins.common import LogEvent
 
 # This checkout's hitchhiker, as its stage commands get (shell.prefix below), not whichever
 # checkout `pip install -e` last pointed at.
@@ -52,15 +54,40 @@ except HitchhikerError as err:
 # (which hold only third-party packages) and in Slurm jobs (sbatch exports the environment).
 # Without per-rule conda envs, a job's `python` is the interpreter running Snakemake (its
 # folder first on PATH): `.venv/bin/snakemake` works without activating the virtualenv.
+# The console stays open to the stage as descriptor 3 (hitchhiker.cli.console): a line as each
+# job starts and ends, and what a run does that its config does not say, while the rest of a
+# job's output goes to its log.
 shell.prefix(
     # (doubled braces: Snakemake formats the prefix like any shell command)
-    f"export PYTHONPATH={shlex.quote(f'{workflow.basedir}/workflow')}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
+    "exec 3>&2; export HITCHHIKER_CONSOLE=3; "
+    + f"export PYTHONPATH={shlex.quote(f'{workflow.basedir}/workflow')}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
     + (
         ""
         if _use_conda
         else f"export PATH={shlex.quote(str(Path(sys.executable).parent))}:$PATH; "
     )
 )
+
+
+# The console (profiles/default): Snakemake's job table as a run starts (also what `-n`
+# lists), then hitchhiker's own line as each job starts and ends (hitchhiker/cli.py), not
+# Snakemake's "Select jobs to execute...", "Execute 2 jobs...", "Finished jobid: 7 (Rule:
+# score)" and "3 of 15 steps (20%) done", which name no rule or say it twice.
+def _not_scheduler_chatter(record):
+    return (
+        getattr(record, "event", None) not in _CHATTER
+        and record.getMessage() != "Select jobs to execute..."
+    )
+
+
+_CHATTER = {
+    LogEvent.JOB_STARTED,
+    LogEvent.JOB_FINISHED,
+    LogEvent.PROGRESS,
+    LogEvent.RESOURCES_INFO,
+}
+if not workflow.output_settings.verbose:
+    logger.addFilter(_not_scheduler_chatter)
 
 # Snakemake 9.27 builds the DAG with an input-size coroutine it never awaits (rules.py); the
 # RuntimeWarning it prints at every invocation is its own and harmless.

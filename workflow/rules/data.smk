@@ -17,7 +17,7 @@ rule fetch_prices:
     params:
         cfg=cfg("fetch_prices"),
     shell:
-        "python -m hitchhiker.stages.fetch_prices --config {params.cfg:q} --out {output:q} 2>&1 | tee {log:q}"
+        "python -m hitchhiker.stages.fetch_prices --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule base_model:
@@ -59,7 +59,7 @@ rule build_states:
         cfg=cfg("build_states"),
     shell:
         "python -m hitchhiker.stages.build_states --config {params.cfg:q} --data {input.data:q}"
-        " --policy {input.policy:q} --states {output.states:q} --outcomes {output.outcomes:q} 2>&1 | tee {log:q}"
+        " --policy {input.policy:q} --states {output.states:q} --outcomes {output.outcomes:q} > {log:q} 2>&1"
 
 
 rule audit:
@@ -81,4 +81,4 @@ rule audit:
         cfg=cfg("audit"),
     shell:
         "python -m hitchhiker.stages.audit --config {params.cfg:q} --data {input.data:q} --states {input.states:q}"
-        " --outcomes {input.outcomes:q} --out {output:q} 2>&1 | tee {log:q}"
+        " --outcomes {input.outcomes:q} --out {output:q} > {log:q} 2>&1"

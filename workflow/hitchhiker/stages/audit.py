@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     artifacts.write_json(report, args.out)
     unit = f"{report['period']}s" if "period" in report else frequency.periods(report["frequency"], 2)[2:]
     gaps = ", ".join(f"{k} {v['embargo_periods']}" for k, v in report.items() if "_to_" in k)
-    print(f"audit: {report['states_checked']} states clean; {unit} between splits: {gaps} -> {args.out}")
+    cli.console(f"audit: {report['states_checked']} states clean; {unit} between splits: {gaps} -> {args.out}")
 
 
 if __name__ == "__main__":

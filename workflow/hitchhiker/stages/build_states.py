@@ -85,9 +85,9 @@ def main(argv: list[str] | None = None) -> None:
     artifacts.write_parquet(outcomes, args.outcomes)
     artifacts.write_parquet(states, args.states)
     counts = states.groupby(["split", "format"]).size().to_dict()
-    print(f"build_states: {len(states)} states {counts} -> {args.states}")
+    cli.console(f"build_states: {len(states)} states {counts} -> {args.states}")
     for note in beyond_the_data(cfg["states"], data["date"], states):
-        print(f"build_states: {note}")
+        cli.console(f"build_states: {note}")
 
 
 def beyond_the_data(st: dict, dates: pd.Series, states: pd.DataFrame) -> list[str]:

@@ -39,10 +39,10 @@ def main(argv: list[str] | None = None) -> None:
     cfg = config.load(args.config, set(SECTIONS))
     table, notes = environments.get(cfg["environment"]).fetch(cfg)
     for line in notes:
-        print(f"fetch_prices: {line}")
+        cli.console(f"fetch_prices: {line}")
     artifacts.write_parquet(table, args.out)
     span = f"{table.date.min().date()} .. {table.date.max().date()}" if len(table) else "no dates"
-    print(f"fetch_prices: {len(table)} rows, {span} -> {args.out}")
+    cli.console(f"fetch_prices: {len(table)} rows, {span} -> {args.out}")
 
 
 if __name__ == "__main__":

@@ -110,6 +110,11 @@ def main(argv: list[str] | None = None) -> None:
     train = artifacts.read_parquet(args.states, artifacts.STATES).query("split == 'train'").reset_index(drop=True)
     order = rng.permutation(len(train))
     asked = ro["states_per_round"]
+    if asked > len(train):
+        cli.console(
+            f"rollout round {args.round}: rollout.states_per_round {asked} is more than the run's "
+            f"{len(train)} train states: the round draws all {len(train)}"
+        )
     drawn = train.iloc[np.sort(order[:asked])].reset_index(drop=True)
     eps = ro["temperature_eps"]
     temps = rng.uniform(ro["temperature"] - eps, ro["temperature"] + eps, size=len(drawn))
@@ -129,9 +134,9 @@ def main(argv: list[str] | None = None) -> None:
             parts.append(part)
             n += more
         out = pd.concat(parts, ignore_index=True)
-        print(
-            f"rollout: dynamic sampling: {useful} informative groups (rewards differ) of {n} states drawn, "
-            f"{asked} asked, at most {limit}"
+        cli.console(
+            f"rollout round {args.round}: dynamic sampling: {useful} informative groups (rewards differ) "
+            f"of {n} states drawn, {asked} asked, at most {limit}"
         )
     out = out.drop(columns="prompt_index")
     out.insert(1, "round", args.round)
