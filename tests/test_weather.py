@@ -195,6 +195,19 @@ def test_a_users_own_file_and_its_faults_are_one_line(tmp_path):
         cfg["weather"]["path"] = str(tmp_path / "nope.csv") if frame is None else _file(tmp_path / f"{name}.csv", frame)
         with pytest.raises(HitchhikerError, match=message):
             ENV.fetch(cfg)
+    files = {  # the file as saved, not as a frame
+        "w.xlsx": (b"PK\x03\x04 a zipped workbook", "a spreadsheet is not read; save the sheet as CSV"),
+        "latin1.csv": ("date,rain caf\xe9\n2020-01-01,1\n".encode("latin-1"), r"not UTF-8 text \(it holds byte 0xe9\)"),
+        "empty.csv": (b"", "weather file .*empty.csv is empty"),
+    }
+    for name, (raw, message) in files.items():
+        (tmp_path / name).write_bytes(raw)
+        cfg["weather"]["path"] = str(tmp_path / name)
+        with pytest.raises(HitchhikerError, match=message):
+            ENV.fetch(cfg)
+    cfg["weather"]["path"] = str(tmp_path)
+    with pytest.raises(HitchhikerError, match=r"config key weather.path: .* is a directory: name a CSV or Parquet"):
+        ENV.fetch(cfg)
     cfg["weather"]["path"] = _file(tmp_path / "w.csv", good)
     cfg["states"]["test"] = {"start": "2020-01-30", "end": "2020-02-28"}  # no next day after the last row
     with pytest.raises(HitchhikerError, match=r"config key states.test: no decision date in 2020-01-30"):

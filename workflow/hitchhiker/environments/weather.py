@@ -39,7 +39,7 @@ import pandas as pd
 
 from hitchhiker import metrics
 from hitchhiker.cli import HitchhikerError
-from hitchhiker.environments import dated
+from hitchhiker.environments import dated, files
 from hitchhiker.environments.base import Environment
 
 BUNDLED = Path(__file__).resolve().parents[3] / "data" / "seattle_weather.csv"
@@ -83,16 +83,7 @@ def read(path: str, units: str | None = None, faults: dict | None = None) -> tup
     whose readings weather.faults.missing carried forward, and the log's lines saying what was
     read and done. Columns by our names or NOAA's codes (PRCP, TMAX, TMIN, AWND), any case."""
     faults = {"missing": "error", "ffill_limit": 3, **(faults or {})}
-    p = Path(path)
-    if not p.is_file():
-        where = "" if p.is_absolute() else f" (relative to the working directory {Path.cwd()})"
-        raise HitchhikerError(f"config key weather.path: {path} does not exist{where}")
-    try:
-        raw = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
-    except UnicodeDecodeError:
-        raise HitchhikerError(f"weather file {path}: not UTF-8 text; save it as UTF-8") from None
-    except Exception as err:  # pandas raises many types for malformed files
-        raise HitchhikerError(f"weather file {path}: cannot read ({str(err).splitlines()[0]})") from None
+    raw = files.read_table(path, "weather file", "weather.path")
     raw.columns = [str(c).strip().lower() for c in raw.columns]
     coded = [c for c in NOAA if c in raw.columns and NOAA[c] not in raw.columns]
     raw = raw.rename(columns={c: NOAA[c] for c in coded})

@@ -3,22 +3,15 @@ build_states (prompts show them) and by the audit (which re-derives each prompt)
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from hitchhiker.cli import HitchhikerError
+from hitchhiker.environments import files
 
 
 def read(path: str) -> pd.DataFrame:
     """The headline table (date, ticker, headline), one line per headline."""
-    p = Path(path)
-    if not p.is_file():
-        raise HitchhikerError(f"config key market.data.news: {path} does not exist")
-    try:
-        raw = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
-    except Exception as err:  # pandas raises many types for malformed files
-        raise HitchhikerError(f"news file {path}: cannot read ({str(err).splitlines()[0]})") from None
+    raw = files.read_table(path, "news file", "market.data.news")
     missing = {"date", "ticker", "headline"} - set(raw.columns)
     if missing:
         raise HitchhikerError(f"news file {path}: missing column {', '.join(sorted(missing))}")

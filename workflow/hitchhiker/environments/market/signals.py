@@ -13,28 +13,18 @@ non-numeric value stops the run before any job.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
 from hitchhiker.cli import HitchhikerError
+from hitchhiker.environments import files
 
 LONG = ("date", "ticker", "name", "value")
 
 
 def read(path: str, names: list[str]) -> pd.DataFrame:
     """The values of signals ``names`` in file ``path``, long: date, ticker, name, value (float)."""
-    p = Path(path)
-    if not p.is_file():
-        where = "" if p.is_absolute() else f" (relative to the working directory {Path.cwd()})"
-        raise HitchhikerError(
-            f"config key market.data.signals: {path} {'is a directory' if p.is_dir() else 'does not exist'}{where}"
-        )
-    try:
-        raw = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
-    except Exception as err:  # pandas raises many types for malformed files
-        raise HitchhikerError(f"signal file {path}: cannot read ({str(err).splitlines()[0]})") from None
+    raw = files.read_table(path, "signal file", "market.data.signals")
     from hitchhiker.environments.market.prices import (  # here: a data-step module
         DATE_NAMES,
         TICKER_NAMES,
