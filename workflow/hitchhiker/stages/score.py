@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from hitchhiker import artifacts, environments
+        from hitchhiker import artifacts, environments, rewards
 
         keys = artifacts.read_table(
             args.rollouts, artifacts.ROLLOUTS, ["round", "state_id", "sample_idx", "completion", "answers"]
@@ -74,17 +74,7 @@ def main(argv: list[str] | None = None) -> None:
                 raise cli.HitchhikerError(f"{args.rollouts}: state {min(missing)} has {what} in {path}")
         round_rows.insert({"states": states, "outcomes": outcomes})
         env = environments.get(cfg["environment"])
-        scored = environments.check_scored(
-            env, env.score(keys, states.to_pandas(), outcomes.to_pandas(), cfg["reward"]), keys
-        )
-        scored = scored.rename(columns={"reward": "environment_reward"})
-        scores = keys.drop(columns=["completion", "answers"]).join(scored)
-        penalty, bonus = cfg["grounding"]["unsupported_claim_penalty"], cfg["grounding"]["reason_bonus"]
-        scores["reward"] = scores["environment_reward"] - penalty * scores["unsupported_claims"]
-        if bonus:  # config.validate: only for an environment that reads reasons
-            from hitchhiker import rationales
-
-            scores["reward"] += bonus * rationales.paid(scored.assign(completion=keys["completion"]))
+        scores = rewards.grounded(env, keys, states.to_pandas(), outcomes.to_pandas(), cfg)
         round_rows.insert({"scores": scores})
     print(
         f"score: round {args.round}, {len(keys)} samples, valid {scores['valid'].mean():.1%}, "

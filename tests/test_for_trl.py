@@ -1,0 +1,93 @@
+"""hitchhiker's environments from TRL (hitchhiker/for_trl.py): a real GRPOTrainer trains on a
+run's audited states with the environment's reward, equal to the score stage's on the same
+answers."""
+
+import pandas as pd
+import pytest
+from transformers import AutoTokenizer
+
+from conftest import ROOT, run, stage, tiny_config, write_config
+from hitchhiker.cli import HitchhikerError
+from hitchhiker.for_trl import Task
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory):
+    """A tiny run up to its audit, as a user would run it before handing its states to TRL."""
+    d = tmp_path_factory.mktemp("trl")
+    cfg = tiny_config()
+    cfg["grounding"] = {"unsupported_claim_penalty": 0.01}  # the grounding terms come along
+    write_config(d / "config.yaml", cfg)
+    run("snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml", "--cores", "2",
+        "results/tiny/audit.json", cwd=d)  # fmt: skip
+    return d
+
+
+def _score_stage(d, completions: list[str], state_ids: list[str], batch: int) -> pd.Series:
+    """The score stage's reward of these answers, run as the pipeline runs it (one round)."""
+    n = len(completions)
+    rollouts = pd.DataFrame({"state_id": state_ids, "round": 1, "sample_idx": range(n), "temperature": 1.0,
+                             "completion_ids": [[1]] * n, "logprobs": [[-1.0]] * n, "model_mask": [[1]] * n,
+                             "completion": completions, "answers": [[c] for c in completions]})  # fmt: skip
+    prompts = pd.DataFrame({"state_id": sorted(set(state_ids)), "round": 1, "prompt_ids": [[3]] * len(set(state_ids))})
+    rollouts.to_parquet(d / f"r{batch}.parquet")
+    prompts.to_parquet(d / f"p{batch}.parquet")
+    res = d / "results" / "tiny"
+    stage("score", "--config", d / "config.yaml", "--round", "1", "--rollouts", d / f"r{batch}.parquet",
+          "--states", res / "states.parquet", "--outcomes", res / "outcomes.parquet", "--prompts",
+          d / f"p{batch}.parquet", "--out", d / f"b{batch}.duckdb")  # fmt: skip
+    import duckdb
+
+    with duckdb.connect(str(d / f"b{batch}.duckdb"), read_only=True) as con:
+        return con.sql("SELECT reward FROM scores ORDER BY sample_idx").df()["reward"]
+
+
+@pytest.mark.slow
+def test_trls_grpo_trainer_trains_on_the_audited_states_with_the_score_stages_reward(audited, monkeypatch):
+    from trl import GRPOConfig, GRPOTrainer
+
+    monkeypatch.chdir(audited)
+    task = Task("config.yaml")
+    states = pd.read_parquet(audited / "results/tiny/states.parquet").query("split == 'train'")
+    data = task.dataset()
+    assert data["state_id"] == states["state_id"].tolist()
+    assert [p[0]["content"] for p in data["prompt"]] == states["prompt"].tolist()
+
+    seen = []
+
+    def reward(prompts, completions, state_id, **kwargs):
+        rewards = task.reward(prompts, completions, state_id, **kwargs)
+        seen.append(([c[-1]["content"] for c in completions], list(state_id), rewards))
+        return rewards
+
+    model = audited / "results/tiny/policy/round_0/model"
+    args = GRPOConfig(output_dir=str(audited / "trl"), max_steps=2, per_device_train_batch_size=8, num_generations=4,
+                      max_completion_length=24, learning_rate=1e-3, logging_steps=1, report_to=[],
+                      save_strategy="no", use_cpu=True, seed=0)  # fmt: skip
+    trainer = GRPOTrainer(model=str(model), reward_funcs=reward, train_dataset=data, args=args,
+                          processing_class=AutoTokenizer.from_pretrained(model))  # fmt: skip
+    trainer.train()
+    assert len(seen) == 2 and all(len(texts) == 8 for texts, _, _ in seen)
+    assert len({r for _, _, rewards in seen for r in rewards}) > 1  # answers the environment paid differently
+    assert trainer.state.log_history[0]["rewards/reward/mean"] == pytest.approx(sum(seen[0][2]) / 8, abs=1e-6)
+    for batch, (texts, ids, rewards) in enumerate(seen):
+        assert set(ids) <= set(states["state_id"])
+        assert _score_stage(audited, texts, ids, batch).tolist() == pytest.approx(rewards, abs=1e-12)
+
+
+def test_a_task_refuses_what_it_cannot_give_in_one_line(audited, monkeypatch, tmp_path):
+    monkeypatch.chdir(audited)
+    test = pd.read_parquet(audited / "results/tiny/states.parquet").query("split == 'test'")
+    train = Task("config.yaml")
+    with pytest.raises(HitchhikerError, match=f"state {min(test.state_id[:1])} is not one of the run's train states"):
+        train.reward(completions=["A"], state_id=test.state_id[:1].tolist())
+    assert len(Task("config.yaml", split="test").dataset()) == len(test)  # when asked for
+    with pytest.raises(HitchhikerError, match="split = 'validation', not 'train' or 'test'"):
+        Task("config.yaml", split="validation")
+    with pytest.raises(HitchhikerError, match=r"results/tiny/audit.json does not exist: build and audit"):
+        Task(audited / "config.yaml", results=tmp_path / "results")
+    seq = tiny_config(environment="sequential")
+    seq["market"]["states"]["formats"] = ["pairwise"]
+    write_config(tmp_path / "seq.yaml", seq)
+    with pytest.raises(HitchhikerError, match="the sequential environment's episodes have several turns"):
+        Task(tmp_path / "seq.yaml")
