@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import ROOT, run, stage, tiny_config, write_config
+from conftest import ROOT, run, tiny_config, write_config
 from hitchhiker import config, environments
 from hitchhiker.cli import HitchhikerError
 from hitchhiker.environments import weather
@@ -186,6 +186,10 @@ def test_a_users_own_file_and_its_faults_are_one_line(tmp_path):
             "7 days in a row without a reading",
         ),
         "two rows a day": (pd.concat([good, good.iloc[[3]]]), "two rows for 2020-01-04"),
+        "days after today": (
+            good.assign(Date=pd.date_range(pd.Timestamp.now().normalize(), periods=30).strftime("%Y/%m/%d")),
+            r"29 days dated after today \(.*\), the first .*; a decision's outcome must have happened",
+        ),
         "readings through the day": (
             pd.concat([good.replace({"2020/01/04": "2020/01/04 06:00"}), good[3:4].assign(Date="2020/01/04 18:00")]),
             "readings at 06:00 and at 18:00 on 2020-01-04: several a day; .* so save the daily summary",
@@ -212,21 +216,6 @@ def test_a_users_own_file_and_its_faults_are_one_line(tmp_path):
     cfg["states"]["test"] = {"start": "2020-01-30", "end": "2020-02-28"}  # no next day after the last row
     with pytest.raises(HitchhikerError, match=r"config key states.test: no decision date in 2020-01-30"):
         ENV.check_data(ENV.fetch(cfg)[0], cfg)
-
-
-def test_a_record_dated_after_today_is_said_on_the_data_step(tmp_path):
-    days = pd.date_range(pd.Timestamp.now().normalize() - pd.Timedelta(days=29), periods=60)
-    frame = pd.DataFrame({"date": days.strftime("%Y-%m-%d"), "precipitation": 1.0, "temp_max": 10.0,
-                          "temp_min": 2.0, "wind": 3.0})  # fmt: skip
-    cfg = weather_config()
-    cfg["weather"]["path"] = _file(tmp_path / "w.csv", frame)
-    write_config(tmp_path / "c.yaml", cfg)
-    args = ["--config", tmp_path / "c.yaml", "--out", tmp_path / "w.parquet"]
-    said = f"fetch_prices: 30 rows are dated after today ({days[29].date()}), the last {days[-1].date()}: "
-    assert said in stage("fetch_prices", *args).stdout
-    cfg["weather"]["path"] = _file(tmp_path / "w.csv", frame.head(30))  # up to today: no line
-    write_config(tmp_path / "c.yaml", cfg)
-    assert "after today" not in stage("fetch_prices", *args).stdout
 
 
 def test_a_missing_day_or_blank_reading_is_carried_forward_never_scored_or_refused_as_asked(tmp_path):

@@ -132,6 +132,14 @@ def read(path: str, units: str | None = None, faults: dict | None = None) -> tup
                 "and wind), so save the daily summary"
             )
         raise HitchhikerError(f"weather file {path}: two rows for {day.date()}")
+    today = pd.Timestamp.now().normalize()
+    if table["date"].iloc[-1] > today:  # a day that has not happened: a wrong year, or simulated data
+        later = table["date"][table["date"] > today]
+        raise HitchhikerError(
+            f"weather file {path}: {len(later)} days dated after today ({today.date()}), the first "
+            f"{later.iloc[0].date()}; a decision's outcome must have happened (check the year, or the day and "
+            "month order)"
+        )
     # a day the file does not hold is a row of blank readings: both are missing readings
     days = pd.date_range(table["date"].iloc[0], table["date"].iloc[-1], freq="D")
     absent = len(days) - len(table)

@@ -10,8 +10,6 @@ Usage:
 
 from __future__ import annotations
 
-import pandas as pd
-
 from hitchhiker import artifacts, cli, config, environments
 
 SECTIONS = ["run", "environment", "data", "states"]
@@ -33,19 +31,6 @@ def preflight(cfg: dict) -> None:
     environments.get(cfg["environment"]).preflight_data(cfg)
 
 
-def after_today(table: pd.DataFrame) -> list[str]:
-    """A line when the data holds dates after today: a state decided on them would be scored
-    on outcomes nobody can know yet (a mistyped year, or a file of simulated data)."""
-    today = pd.Timestamp.now().normalize()
-    later = table["date"] > today if len(table) else pd.Series(dtype=bool)
-    if not later.any():
-        return []
-    return [
-        f"{later.sum()} rows are dated after today ({today.date()}), the last {table['date'].max().date()}: "
-        "their outcomes cannot have happened yet; check the file's dates"
-    ]
-
-
 def main(argv: list[str] | None = None) -> None:
     p = cli.parser(__doc__)
     cli.add_config_arg(p)
@@ -53,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     cfg = config.load(args.config, set(SECTIONS))
     table, notes = environments.get(cfg["environment"]).fetch(cfg)
-    for line in notes + after_today(table):
+    for line in notes:
         cli.console(f"fetch_prices: {line}")
     artifacts.write_parquet(table, args.out)
     span = f"{table.date.min().date()} .. {table.date.max().date()}" if len(table) else "no dates"
