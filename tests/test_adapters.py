@@ -1,6 +1,13 @@
-"""hitchhiker's environments from TRL (hitchhiker/for_trl.py): a real GRPOTrainer trains on a
-run's audited states with the environment's reward, equal to the score stage's on the same
-answers."""
+"""hitchhiker's environments in other trainers: from TRL (hitchhiker/for_trl.py), a real
+GRPOTrainer trains on a run's audited states with the environment's reward; over OpenEnv
+(hitchhiker/serve.py), OpenEnv's own client plays episodes against our server. Both rewards
+equal the score stage's on the same answers."""
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 
 import pandas as pd
 import pytest
@@ -91,3 +98,51 @@ def test_a_task_refuses_what_it_cannot_give_in_one_line(audited, monkeypatch, tm
     write_config(tmp_path / "seq.yaml", seq)
     with pytest.raises(HitchhikerError, match="the sequential environment's episodes have several turns"):
         Task(tmp_path / "seq.yaml")
+
+
+@pytest.fixture
+def server(audited):
+    """python -m hitchhiker.serve on a free localhost port, as a user starts it; its base URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "hitchhiker.serve", "--config", "config.yaml", "--port", str(port)],
+                            cwd=audited, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        try:
+            urllib.request.urlopen(f"{url}/health", timeout=1)
+            break
+        except OSError:
+            assert proc.poll() is None, proc.stdout.read()
+            time.sleep(0.5)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_openenvs_client_plays_our_served_states_with_the_score_stages_reward(audited, server):
+    from openenv.core import GenericEnvClient
+
+    states = pd.read_parquet(audited / "results/tiny/states.parquet")
+    train, test = states.query("split == 'train'"), states.query("split == 'test'")
+    pairwise = train[train.format == "pairwise"].state_id.iloc[0]
+    answers = ["A", "B because it rose more", "A because A rose 9.99% today", "maybe"]  # a claim not shown; invalid
+    with GenericEnvClient(base_url=server).sync() as env:
+        first, again = env.reset(seed=3), env.reset(seed=3)
+        assert first.observation["state_id"] == again.observation["state_id"] and not first.done
+        assert first.observation["prompt"] == train.set_index("state_id").prompt[first.observation["state_id"]]
+        played = []
+        for text in answers:
+            shown = env.reset(state_id=pairwise)
+            assert shown.observation["state_id"] == pairwise and shown.reward is None
+            played.append(env.step({"text": text}))
+        assert all(r.done for r in played) and env.state()["step_count"] == 1
+        with pytest.raises(Exception, match="is not one of the run's train states"):
+            env.reset(state_id=test.state_id.iloc[0])  # the held-out states only when asked for
+    stage_rewards = _score_stage(audited, answers, [pairwise] * len(answers), "served")
+    assert [r.reward for r in played] == pytest.approx(stage_rewards.tolist(), abs=1e-12)
+    assert [r.observation["score"]["valid"] for r in played] == [True, True, True, False]
+    assert played[2].observation["score"]["unsupported_claims"] == 1  # 9.99% is not shown
+    assert played[0].observation["outcome"]["tickers"] == train.set_index("state_id").tickers[pairwise].tolist()
