@@ -71,7 +71,7 @@ class Task:
         if not (run / "audit.json").is_file():
             raise HitchhikerError(
                 f"Task: {run / 'audit.json'} does not exist: build and audit the states first "
-                f"(snakemake {run / 'audit.json'})"
+                f"(snakemake {run / 'audit.json'} --configfile {' '.join(map(str, config_files))})"
             )
         states = artifacts.read_parquet(run / "states.parquet", artifacts.STATES)
         self.states = states[states["split"] == split].reset_index(drop=True)
