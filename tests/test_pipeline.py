@@ -565,8 +565,8 @@ def test_a_monthly_file_is_worded_audited_and_annualised_as_months(tmp_path):
                          test={"start": "2019-01-01", "end": "2022-10-31"})  # fmt: skip
     write_config(tmp_path / "config.yaml", cfg)
     proc = snakemake(tmp_path)
-    assert "every ticker trimmed to 2006-01-31 .. 2022-12-31" in proc.stdout
-    assert "monthly prices: states.window, horizon, stride and embargo count months" in proc.stdout
+    assert "every ticker trimmed to 2006-01-31 .. 2022-12-31" in proc.stderr
+    assert "monthly prices: states.window, horizon, stride and embargo count months" in proc.stderr
     res = tmp_path / "results" / "monthly"
     prompt = pd.read_parquet(res / "states.parquet").prompt.iloc[0]
     assert prompt.startswith("Monthly returns in percent, oldest first, up to this month's close.")
