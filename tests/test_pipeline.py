@@ -537,6 +537,11 @@ def test_from_another_directory_the_default_config_is_the_checkouts_and_the_run_
     assert f"config {ROOT / 'config.yaml'} + {overlay};" in proc.stderr and "grpo_train_round_2" not in proc.stdout
     proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", ROOT / "config.yaml", "-n", cwd=tmp_path)
     assert f"hitchhiker: config {ROOT / 'config.yaml'}; data:" in proc.stderr  # named once, not "x + x"
+    # named as the first --configfile under a weather run, config.yaml is still the default run's:
+    # its market section is left out, not refused as the user's own
+    files = [ROOT / "config.yaml", ROOT / "configs" / "weather.yaml"]
+    proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", *files, "-n", cwd=tmp_path)
+    assert "config.yaml's market section is not read by environment weather" in proc.stderr
 
 
 def test_nested_overrides_work_as_a_configfile_and_say_so_as_config(tmp_path):

@@ -24,11 +24,12 @@ from hitchhiker.cli import HitchhikerError
 # (for the market: tickers, faults, frequency, date ranges, features), before any job runs.
 _use_conda = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 # which files made the config (the default run's, then each --configfile over it): once each
-# (`--configfile config.yaml` names the default run's own file again)
-_overlays = [Path(f) for f in workflow.overwrite_configfiles]
-_overlaid = {f.resolve() for f in _overlays}
-_defaults = [
-    Path(f) for f in workflow.configfiles if Path(f).resolve() not in _overlaid
+# (`--configfile config.yaml` names the default run's own file again, and stays the default:
+# workflow.configfiles holds the --configfile entries, then the Snakefile's configfile)
+_defaults = [Path(f) for f in workflow.configfiles if f not in workflow.overwrite_configfiles]
+_default = {f.resolve() for f in _defaults}
+_overlays = [
+    Path(f) for f in workflow.overwrite_configfiles if Path(f).resolve() not in _default
 ]
 _files = _defaults + _overlays
 try:
