@@ -359,6 +359,34 @@ def test_a_yfinance_csv_with_its_two_row_header_is_read(tmp_path):
     assert prices[prices.ticker == "AAPL"].close.tolist() == pytest.approx(expect)
 
 
+def test_a_file_of_several_tickers_in_a_path_mapping_gives_only_its_tickers_rows(tmp_path):
+    # {MSFT: stooq's one-ticker file, GOOG: a yfinance download of GOOG, MSFT and ^GSPC}: GOOG's
+    # closes from the download, MSFT's from its own file (the download's MSFT is not read twice)
+    frame = _yf_frame(["GOOG", "MSFT", "^GSPC"], adjusted=False)
+    frame.to_csv(tmp_path / "yf.csv")
+    close = np.arange(8) + 100.0
+    _ohlcv(close, close / 2).to_csv(tmp_path / "stooq_msft.csv", index=False)
+    long = _table()  # AAPL and MSFT, one row per (date, ticker)
+    long.to_csv(tmp_path / "long.csv", index=False)
+    long.pivot(index="date", columns="ticker", values="close").reset_index().to_csv(tmp_path / "wide.csv", index=False)
+    path = {t: str(tmp_path / f) for t, f in [("MSFT", "stooq_msft.csv"), ("GOOG", "yf.csv"), ("AAPL", "long.csv")]}
+    prices, how = fetch_prices.read_source({"path": path})
+    assert sorted(prices.ticker.value_counts().items()) == [("AAPL", 8), ("GOOG", 8), ("MSFT", 8)]
+    assert prices[prices.ticker == "MSFT"].close.tolist() == (close / 2).tolist()
+    goog = fetch_prices.normalise_yfinance(frame, "GOOG").close.tolist()
+    assert prices[prices.ticker == "GOOG"].close.tolist() == pytest.approx(goog)
+    assert prices[prices.ticker == "AAPL"].close.tolist() == long[long.ticker == "AAPL"].close.tolist()
+    assert how[1].endswith("yf.csv: a yfinance download of GOOG, MSFT, ^GSPC: read GOOG's")
+    assert "one ticker, AAPL of a long table of AAPL, MSFT (date 'date', close 'close')" in how[2]
+    prices, how = fetch_prices.read_source({"path": {"MSFT": str(tmp_path / "wide.csv")}})
+    assert prices.close.tolist() == long[long.ticker == "MSFT"].close.tolist()
+    assert "of a wide table of AAPL, MSFT" in how[0]
+    for name in ("yf.csv", "long.csv", "wide.csv"):  # a ticker the file does not hold: said, with what it holds
+        message = rf"{name}: given as the prices of KO \(market.data.path\), but it holds "
+        with pytest.raises(HitchhikerError, match=message):
+            fetch_prices.read_source({"path": {"KO": str(tmp_path / name)}})
+
+
 def test_the_fetch_log_says_how_the_file_was_read_and_lists_the_tickers_found(tmp_path):
     _table().rename(columns={"ticker": "symbol"}).to_csv(tmp_path / "p.csv", index=False)
     cfg = _file_config(tmp_path / "p.csv")

@@ -57,8 +57,12 @@ def _tidy(raw: pd.DataFrame, origin: str, ticker: str | None = None) -> tuple[pd
     df = raw
     if isinstance(df.columns, pd.MultiIndex):  # yfinance's (Price, Ticker) header, saved by to_csv
         names = list(dict.fromkeys(df.columns.get_level_values(1)))
+        what = f"a yfinance download of {', '.join(names)}"
+        if ticker is not None:  # one ticker of it, under market.data.path: {TICKER: file}
+            _holds(ticker, names, origin)
+            return _tidy(normalise_yfinance(df, ticker), origin)[0], f"{origin}: {what}: read {ticker}'s"
         frames = [normalise_yfinance(df, t) for t in names]
-        return _tidy(pd.concat(frames), origin)[0], f"{origin}: a yfinance download of {', '.join(names)}"
+        return _tidy(pd.concat(frames), origin)[0], f"{origin}: {what}"
     if _key(df.index.name) in DATE_NAMES:  # a Parquet saved with its dates as the index
         df = df.reset_index()
     cols: dict[str, str] = {}
@@ -76,6 +80,18 @@ def _tidy(raw: pd.DataFrame, origin: str, ticker: str | None = None) -> tuple[pd
     volume_col = cols.get("volume")
     others = [repr(c) for n, c in cols.items() if n in PRICE_NAMES and c != price_col]
     unused = f", not {' or '.join(others)}" if others else ""
+    picked = ""
+    if ticker is not None and ticker_col is not None and df[ticker_col].nunique() > 1:
+        # a long table of several tickers under market.data.path: {TICKER: file}: that ticker's rows
+        names = list(dict.fromkeys(df[ticker_col].astype(str)))
+        _holds(ticker, names, origin)
+        df, picked = df[df[ticker_col].astype(str) == ticker], f" of a long table of {', '.join(names)}"
+    elif ticker is not None and ticker_col is None and price_col is None:
+        # a wide table (a column per ticker) under market.data.path: {TICKER: file}: that column
+        names = [str(c) for c in df.columns if c != date_col]
+        _holds(ticker, names, origin)
+        df = df[[date_col, next(c for c in df.columns if str(c) == ticker)]]
+        price_col, picked = df.columns[1], f" of a wide table of {', '.join(names)}"
     if ticker is not None or (ticker_col is None and price_col is not None):
         if ticker is None:
             raise cli.HitchhikerError(
@@ -92,7 +108,7 @@ def _tidy(raw: pd.DataFrame, origin: str, ticker: str | None = None) -> tuple[pd
                 f"{origin}: given as the prices of {ticker}, but its {ticker_col!r} column holds "
                 f"{', '.join(sorted(set(df[ticker_col].astype(str)))[:5])}"
             )
-        shape = f"one ticker, {ticker} (date {date_col!r}, close {price_col!r}{unused})"
+        shape = f"one ticker, {ticker}{picked} (date {date_col!r}, close {price_col!r}{unused})"
         ticker_values = ticker
     elif ticker_col is not None:
         if price_col is None:
@@ -126,6 +142,14 @@ def _tidy(raw: pd.DataFrame, origin: str, ticker: str | None = None) -> tuple[pd
         # unless the file's own dates were out of order (then market.data.faults.unsorted decides)
         out = out.sort_values(["date", "ticker"], kind="stable", ignore_index=True)
     return out, f"{origin}: {shape}"
+
+
+def _holds(ticker: str, names: list[str], origin: str) -> None:
+    if ticker not in names:
+        listed = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        raise cli.HitchhikerError(
+            f"{origin}: given as the prices of {ticker} (market.data.path), but it holds {listed}"
+        )
 
 
 def _refuse_intraday(out: pd.DataFrame, wall: pd.Series, origin: str) -> None:
