@@ -318,6 +318,17 @@ def test_each_signal_is_a_baseline_all_on_its_highest_value(tmp_path):
     assert {"higher_rating", "higher_forecast", "momentum"} <= set(rows.baseline)
 
 
+@pytest.mark.parametrize("shape", ["long", "wide"])
+def test_a_signal_file_without_market_states_signals_shows_each_of_its_signals_in_file_order(tmp_path, shape):
+    path = _signal_file(tmp_path / "signals.csv", shape)
+    if shape == "wide":  # a text column is no signal: not shown
+        pd.read_csv(path).assign(note="text").to_csv(path, index=False)
+    cfg = _signal_cfg(path, [])
+    assert cfg["market"]["states"]["signals"] == ["rating", "forecast"]
+    states, _ = get("market").make_states(_prices(), cfg, _fits)
+    assert "rating " in states.prompt.iloc[0] and "forecast " in states.prompt.iloc[0]
+
+
 def test_signal_errors_are_one_line_and_come_before_any_state(tmp_path):
     prices = _prices()
     signal_file = _signal_file(tmp_path / "signals.csv")
@@ -348,7 +359,7 @@ def test_signal_errors_are_one_line_and_come_before_any_state(tmp_path):
         get("market").check_data(prices, _signal_cfg(twice, ["rating"]))
     half = _cfg()
     half["market"]["states"]["signals"] = ["rating"]
-    with pytest.raises(HitchhikerError, match=r"market.data.signals and market.states.signals: set both"):
+    with pytest.raises(HitchhikerError, match=r"market.states.signals is set but market.data.signals is not"):
         config.validate(half)
     sequential = _signal_cfg(signal_file, ["rating"])
     sequential.update(environment="sequential")

@@ -490,17 +490,14 @@ def test_signals_and_news_run_every_stage_shown_as_of_each_decision_date_audited
     table = pd.DataFrame([(m, t) for m in months for t in ("AAPL", "MSFT", "KO")], columns=["Date", "Ticker"])
     table["analyst rating"] = rng.integers(1, 6, len(table)).astype(float)
     table["eps revision"] = rng.normal(0, 0.01, len(table)).round(4)
-    table["unused"] = "text"  # a column not named in market.states.signals is not read
+    table["unused"] = "text"  # a text column is no signal: market.states.signals, not given, is the numeric ones
     table.to_csv(tmp_path / "ratings.csv", index=False)
     days = pd.bdate_range("2015-12-01", "2020-01-01")[::3]
     news = pd.DataFrame([(f"{d:%Y-%m-%d} 00:00:00-05:00", t, f"{t} news of {d:%Y-%m-%d}") for d in days
                          for t in ("AAPL", "MSFT", "KO")], columns=["date", "ticker", "headline"])  # fmt: skip
     news.to_csv(tmp_path / "news.csv", index=False)
     cfg = tiny_config(run="signals")
-    cfg["market"]["data"]["signals"], cfg["market"]["states"]["signals"] = (
-        "ratings.csv",
-        ["analyst rating", "eps revision"],
-    )
+    cfg["market"]["data"]["signals"] = "ratings.csv"
     cfg["market"]["data"]["news"] = "news.csv"
     write_config(tmp_path / "config.yaml", cfg)
     snakemake(tmp_path)

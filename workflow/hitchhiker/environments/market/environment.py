@@ -23,7 +23,7 @@ import yaml
 from hitchhiker import metrics
 from hitchhiker.cli import HitchhikerError
 from hitchhiker.environments.base import Environment
-from hitchhiker.environments.market import answers, audit, baselines, headlines, lists, prompts, states
+from hitchhiker.environments.market import answers, audit, baselines, headlines, lists, prompts, signals, states
 from hitchhiker.environments.market import metrics as market_metrics
 
 # the market section (market.data, market.states), shared by the three market environments
@@ -176,11 +176,12 @@ class Market(PriceData):
                 f"config key market.states.list_size = {st['list_size']}: more than the "
                 f"{len(data['tickers'])} tickers in market.data.tickers"
             )
-        if bool(data["signals"]) != bool(st["signals"]):
+        if st["signals"] and not data["signals"]:
             raise HitchhikerError(
-                "config keys market.data.signals and market.states.signals: set both (the file, and the names a "
-                "prompt shows) or neither"
+                "config key market.states.signals is set but market.data.signals is not: name the signal file"
             )
+        if data["signals"] and not st["signals"]:  # every signal of the file, in its order
+            st["signals"] = signals.names(data["signals"])
         if data["source"] == "file" and not data["path"]:
             raise HitchhikerError("config key market.data.path is required when market.data.source is file")
         if data["path"] and data["source"] != "file":  # else the run reads another source in silence

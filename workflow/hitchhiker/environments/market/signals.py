@@ -22,14 +22,11 @@ from hitchhiker.environments import files
 LONG = ("date", "ticker", "name", "value")
 
 
-def read(path: str, names: list[str]) -> pd.DataFrame:
-    """The values of signals ``names`` in file ``path``, long: date, ticker, name, value (float)."""
+def _columns(path: str) -> tuple[pd.DataFrame, str, str, pd.DataFrame | None, list[str]]:
+    """The raw table, its date and ticker columns, the long frame (None for a wide file) and
+    the signals it holds, in file order."""
     raw = files.read_table(path, "signal file", "market.data.signals")
-    from hitchhiker.environments.market.prices import (  # here: a data-step module
-        DATE_NAMES,
-        TICKER_NAMES,
-        read_close_dates,
-    )
+    from hitchhiker.environments.market.prices import DATE_NAMES, TICKER_NAMES  # here: a data-step module
 
     raw.columns = [str(c).strip() for c in raw.columns]
     lower = {c.lower(): c for c in raw.columns}
@@ -42,10 +39,22 @@ def read(path: str, names: list[str]) -> pd.DataFrame:
         frame = raw.rename(columns={date: "date", ticker: "ticker", lower["name"]: "name", lower["value"]: "value"})
         frame = frame[list(LONG)]
         frame["name"] = frame["name"].astype(str).str.strip()
-        present = set(frame["name"])
-    else:  # wide: a column per signal
-        present = set(raw.columns) - {date, ticker}
-        frame = None
+        return raw, date, ticker, frame, list(dict.fromkeys(frame["name"]))
+    return raw, date, ticker, None, [c for c in raw.columns if c not in (date, ticker)]  # wide: a column each
+
+
+def names(path: str) -> list[str]:
+    """The signals file ``path`` holds, in file order (of a wide file, its numeric columns):
+    what a prompt shows when market.states.signals is not given."""
+    raw, _, _, frame, present = _columns(path)
+    return present if frame is not None else [c for c in present if pd.api.types.is_numeric_dtype(raw[c])]
+
+
+def read(path: str, names: list[str]) -> pd.DataFrame:
+    """The values of signals ``names`` in file ``path``, long: date, ticker, name, value (float)."""
+    from hitchhiker.environments.market.prices import read_close_dates  # here: a data-step module
+
+    raw, date, ticker, frame, present = _columns(path)
     absent = [n for n in names if n not in present]
     if absent:
         have = ", ".join(sorted(present)[:8]) + (" ..." if len(present) > 8 else "")
