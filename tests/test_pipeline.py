@@ -96,6 +96,9 @@ def test_the_console_is_quiet_and_ends_on_the_headline_table(pipeline):
         assert f"hitchhiker: {job} ..." in lines and any(re.fullmatch(f"hitchhiker: {job} done in \\d+ s", line)
                                                          for line in lines), job  # fmt: skip
     assert not any(line.startswith(("Select jobs", "Execute ", "Finished jobid", "launch")) for line in lines)
+    # the long stages say once, halfway, how far they are and how long it took
+    for job in ("grpo_train round 1", "evaluate round 2"):  # (the tiny run's rollouts are one batch)
+        assert any(re.fullmatch(f"hitchhiker: {job}: \\d+ of \\d+ (batches|steps) in \\d+ s", x) for x in lines), job
     assert lines[lines.index("Job stats:") + 3].split()[0] in [*jobs, "all"]  # the table of the jobs to run
     assert any(line.startswith("audit: 72 states clean") for line in lines)  # a stage's own summary line
     table = pd.read_csv(res / "headline.csv", dtype=str, keep_default_na=False)

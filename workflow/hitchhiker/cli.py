@@ -36,6 +36,24 @@ def console(line: str) -> None:
         term.write(f"{line}\n")
 
 
+class Progress:
+    """Halfway through a long loop (rollout's and evaluate's batches, grpo_train's steps), a
+    line on the console, with the seconds so far: the job's log has tqdm's bar, and the
+    console would say nothing for minutes. One line, not a bar: the console is shared by
+    every job that runs at once."""
+
+    def __init__(self, total: int, unit: str):
+        self.total, self.unit, self.started, self.said = total, unit, time.monotonic(), False
+        self.term = _console() if os.environ.get("RANK", "0") == "0" else None
+
+    def update(self, done: int) -> None:
+        if self.term is None or self.said or not 2 * done >= self.total > done:
+            return
+        self.said = True
+        seconds = time.monotonic() - self.started
+        self.term.write(f"hitchhiker: {_job_name(None)}: {done} of {self.total} {self.unit} in {seconds:.0f} s\n")
+
+
 def _job_name(argv: list[str] | None) -> str:
     """This job for the console, e.g. "rollout round 2": the stage module and its --round."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)

@@ -25,6 +25,8 @@ import torch
 from tqdm.auto import tqdm
 from transformers import DynamicCache, DynamicLayer, LogitsProcessor, LogitsProcessorList
 
+from hitchhiker import cli
+
 
 class RowTemperature(LogitsProcessor):
     """Scale each row's logits by its own temperature and record the sampled tokens' logprobs.
@@ -242,7 +244,9 @@ def transformers_generate(
                 )
             )
 
-    for greedy, sample in tqdm(units, desc=desc, unit="batch"):
+    progress = cli.Progress(len(units), "batches")
+    for done, (greedy, sample) in enumerate(tqdm(units, desc=desc, unit="batch")):
+        progress.update(done)
         ids, mask, shared = layout([prompt_ids[i] for i in (greedy if greedy is not None else sample)], pad)
         ids, mask, width = ids.to(device), mask.to(device), ids.shape[1]
         with torch.no_grad(), no_cudnn_attention(device):

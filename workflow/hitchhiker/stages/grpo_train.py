@@ -36,6 +36,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from transformers import TrainerCallback
 
 from hitchhiker import atomic, buffer, cli, config, environments, policy
 from hitchhiker.training import lm_head, objectives
@@ -94,6 +95,16 @@ def _skip_trl_vllm_import() -> None:
     import trl.import_utils as trl_imports  # the submodule itself: trl's lazy top level has no such attribute
 
     trl_imports.is_vllm_available = lambda *args, **kwargs: False
+
+
+class _Halfway(TrainerCallback):
+    """The console's line halfway through training (cli.Progress)."""
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.progress = cli.Progress(state.max_steps, "steps")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.progress.update(state.global_step)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -228,6 +239,7 @@ def main(argv: list[str] | None = None) -> None:
     last = last_complete_checkpoint(work)
     if last and trainer.accelerator.is_main_process:
         print(f"grpo_train: resuming from {Path(last).name}", flush=True)
+    trainer.add_callback(_Halfway())
     trainer.train(resume_from_checkpoint=last)
     # Every rank calls save_model: under DeepSpeed ZeRO-3 it gathers the sharded weights;
     # with LoRA it writes the adapter only, merged below into the starting policy's weights.
