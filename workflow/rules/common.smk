@@ -26,7 +26,9 @@ _use_conda = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_m
 # which files made the config (the default run's, then each --configfile over it): once each
 # (`--configfile config.yaml` names the default run's own file again, and stays the default:
 # workflow.configfiles holds the --configfile entries, then the Snakefile's configfile)
-_defaults = [Path(f) for f in workflow.configfiles if f not in workflow.overwrite_configfiles]
+_defaults = [
+    Path(f) for f in workflow.configfiles if f not in workflow.overwrite_configfiles
+]
 _default = {f.resolve() for f in _defaults}
 _overlays = [
     Path(f) for f in workflow.overwrite_configfiles if Path(f).resolve() not in _default
