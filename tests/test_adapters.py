@@ -3,6 +3,7 @@ GRPOTrainer trains on a run's audited states with the environment's reward; over
 (hitchhiker/serve.py), OpenEnv's own client plays episodes against our server. Both rewards
 equal the score stage's on the same answers."""
 
+import json
 import socket
 import subprocess
 import sys
@@ -100,22 +101,28 @@ def test_a_task_refuses_what_it_cannot_give_in_one_line(audited, monkeypatch, tm
         Task(tmp_path / "seq.yaml")
 
 
-@pytest.fixture
-def server(audited):
-    """python -m hitchhiker.serve on a free localhost port, as a user starts it; its base URL."""
+def _serve(cwd, *args) -> tuple[subprocess.Popen, str]:
+    """python -m hitchhiker.serve on a free localhost port, as a user starts it, once it answers."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "hitchhiker.serve", "--config", "config.yaml", "--port", str(port)],
-                            cwd=audited, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "hitchhiker.serve", "--config", "config.yaml", "--port", str(port),
+                             *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     for _ in range(120):
         try:
             urllib.request.urlopen(f"{url}/health", timeout=1)
-            break
+            return proc, url
         except OSError:
             assert proc.poll() is None, proc.stdout.read()
             time.sleep(0.5)
+    raise AssertionError(f"{url} never answered")
+
+
+@pytest.fixture
+def server(audited):
+    """python -m hitchhiker.serve on the audited run's train states; its base URL."""
+    proc, url = _serve(audited)
     yield url
     proc.terminate()
     proc.wait(timeout=30)
@@ -146,3 +153,76 @@ def test_openenvs_client_plays_our_served_states_with_the_score_stages_reward(au
     assert [r.observation["score"]["valid"] for r in played] == [True, True, True, False]
     assert played[2].observation["score"]["unsupported_claims"] == 1  # 9.99% is not shown
     assert played[0].observation["outcome"]["tickers"] == train.set_index("state_id").tickers[pairwise].tolist()
+
+
+@pytest.mark.slow
+def test_a_run_on_an_openenv_server_gives_the_direct_runs_rewards_on_the_same_states_and_answers(tmp_path):
+    """environment: openenv against our own served market: every stage of the DAG runs, its
+    states are the served run's, and its rewards on the same answers are the direct run's."""
+    from hitchhiker import environments
+
+    direct = tmp_path / "direct"
+    direct.mkdir()
+    cfg = tiny_config()
+    cfg["model"]["tiny"]["format_warmup_steps"] = 40  # answers that parse, so that rewards differ
+    write_config(direct / "config.yaml", cfg)
+    run("snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml", "--cores", "2", cwd=direct)
+    train, test = _serve(direct), _serve(direct, "--split", "test")
+    try:
+        remote = tmp_path / "remote"
+        remote.mkdir()
+        states = pd.read_parquet(direct / "results/tiny/states.parquet")
+        rcfg = tiny_config(run="remote", environment="openenv", openenv={"url": train[1], "test_url": test[1]})
+        rcfg["states"].update(horizon=1, stride=1)
+        for split in ("train", "test"):
+            rcfg["states"][split]["max_states"] = int((states.split == split).sum())  # each served state once
+        rcfg["model"] = {"name_or_path": str(direct / "results/tiny/policy/round_0/model")}  # the same weights
+        write_config(remote / "config.yaml", rcfg)
+        proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml", "--cores", "2", cwd=remote)
+        assert "not audited: a remote OpenEnv environment's data is the server's" in proc.stderr
+        res = remote / "results" / "remote"
+        assert (res / "headline.csv").is_file()
+        got = pd.read_parquet(res / "states.parquet")
+        for split in ("train", "test"):  # the served states, prompts and dates, each once
+            want = states[states.split == split].set_index("state_id")
+            mine = got[got.split == split].set_index("state_id")
+            assert sorted(mine.index) == sorted(want.index)
+            assert (mine.prompt == want.prompt[mine.index]).all() and (mine.date == want.date[mine.index]).all()
+        # the direct run's own answers, scored through the server: the direct run's rewards
+        import duckdb
+
+        with duckdb.connect(str(direct / "results/tiny/buffer/round_1.duckdb"), read_only=True) as con:
+            buffer = con.sql(
+                "SELECT state_id, completion, s.reward, s.valid, s.correct FROM scores s "
+                "JOIN rollouts USING (run, round, state_id, sample_idx) ORDER BY state_id, sample_idx"
+            ).df()
+        scored = environments.get("openenv").score(buffer[["state_id", "completion"]], got, None, rcfg)
+        assert scored.reward.tolist() == pytest.approx(buffer.reward.tolist(), abs=1e-12)
+        assert scored.valid.tolist() == buffer.valid.tolist() and buffer.valid.any() and not buffer.valid.all()
+        assert scored.correct.fillna(-1).tolist() == buffer.correct.fillna(-1).tolist()
+        # greedy answers of the same weights on the same held-out states: the same answers, rewards and figures
+        mine = pd.read_parquet(res / "eval/round_0/predictions.parquet").query("mode == 'greedy'")
+        want = pd.read_parquet(direct / "results/tiny/eval/round_0/predictions.parquet").query("mode == 'greedy'")
+        both = mine.merge(want, on="state_id", suffixes=("", "_direct"))
+        assert len(both) == len(want) and (both.completion == both.completion_direct).all()
+        assert both.reward.tolist() == pytest.approx(both.reward_direct.tolist(), abs=1e-12)
+        figures = [json.loads((r / "eval/round_0/metrics.json").read_text())["greedy"]
+                   for r in (res, direct / "results/tiny")]  # fmt: skip
+        for key in ("valid_rate", "mean_reward"):
+            assert figures[0][key]["mean"] == pytest.approx(figures[1][key]["mean"], abs=1e-12), key
+    finally:
+        for proc, _ in (train, test):
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def test_an_openenv_server_that_does_not_answer_stops_the_run_before_any_job(tmp_path):
+    cfg = tiny_config(environment="openenv", openenv={"url": "http://127.0.0.1:9"})  # the discard port: nothing
+    cfg["states"]["horizon"] = 1
+    write_config(tmp_path / "config.yaml", cfg)
+    proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml", "-n", cwd=tmp_path, check=False)
+    assert proc.returncode != 0 and "error: openenv server http://127.0.0.1:9: connecting failed (" in proc.stderr
+    cfg.pop("openenv")
+    write_config(tmp_path / "config.yaml", cfg)
+    proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml", "-n", cwd=tmp_path, check=False)
+    assert "config key openenv.url is required" in proc.stderr

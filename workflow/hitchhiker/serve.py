@@ -5,8 +5,9 @@ own server, openenv-core), for any trainer that speaks OpenEnv (TRL, SkyRL, Unsl
         [--split train] [--host 127.0.0.1] [--port 8000]
 
 after `snakemake results/<run>/audit.json`. An episode is one state of the split (train unless
-``--split test`` asks for the held-out one): ``reset(seed=..., episode_id=...)`` draws one
-(seeded; or ``state_id=...`` names it) and returns its prompt; ``step({"text": answer})``
+``--split test`` asks for the held-out one): ``reset(seed=s, episode_id=...)`` gives the
+split's state number s (modulo their number, in states.parquet's order: seeds 0, 1, ... play
+each state once; or ``state_id=...`` names it) and returns its prompt; ``step({"text": answer})``
 scores the answer with the score stage's own code (for_trl.Task, rewards.grounded) and ends
 the episode: its reward, ``done``, ``score`` (what the score stage stores: validity and why
 not, the claim counts, the environment's reward before the grounding terms) and ``outcome``
@@ -82,7 +83,7 @@ class Episode(Environment):
                 raise ValueError(f"state {kwargs['state_id']} is not one of the run's {self.task.split} states")
             i = int(match[0])
         else:
-            i = int(np.random.default_rng(seed).integers(len(states)))
+            i = (int(np.random.default_rng().integers(len(states))) if seed is None else seed) % len(states)
         self.row = states.iloc[i]
         self._state = State(episode_id=episode_id or str(uuid4()), step_count=0, state_id=self.row["state_id"])
         return Prompt(prompt=self.row["prompt"], state_id=self.row["state_id"], date=str(self.row["date"].date()),

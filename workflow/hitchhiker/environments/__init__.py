@@ -22,6 +22,7 @@ ENVIRONMENTS = {  # name: the module whose ENVIRONMENT it is
     "synthetic": "hitchhiker.environments.market.synthetic",
     "sequential": "hitchhiker.environments.market.sequential",
     "weather": "hitchhiker.environments.weather",
+    "openenv": "hitchhiker.environments.openenv",
 }
 
 

@@ -55,6 +55,9 @@ class Environment:
     # keys a config may still spell as they were, and where they now live: a one-line "config
     # key data.tickers is now market.data.tickers" instead of "unknown config key"
     moved: dict[str, str] = {}  # noqa: RUF012 (read, never changed)
+    # whether states.<split>.start and end choose the decision dates (not where a remote server
+    # deals the episodes): build_states then says where a split's dates run past the data's
+    dated_splits: bool = True
     # its data step (the fetch_prices rule) writes results/<run>/<data_name>.parquet, a table
     # with at least these columns (build_states and audit refuse one without them)
     data_name: str = "data"

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     artifacts.write_parquet(states, args.states)
     counts = states.groupby(["split", "format"]).size().to_dict()
     cli.console(f"build_states: {len(states)} states {counts} -> {args.states}")
-    for note in beyond_the_data(cfg["states"], data["date"], states):
+    for note in beyond_the_data(cfg["states"], data["date"], states) if env.dated_splits else []:
         cli.console(f"build_states: {note}")
 
 
