@@ -31,16 +31,18 @@ def audited(tmp_path_factory):
     return d
 
 
-def _score_stage(d, completions: list[str], state_ids: list[str], batch: int) -> pd.Series:
-    """The score stage's reward of these answers, run as the pipeline runs it (one round)."""
+def _score_stage(d, completions: list, state_ids: list[str], batch: int, run: str = "tiny") -> pd.Series:
+    """The score stage's reward of these answers (each a text, or an episode's list of them),
+    run as the pipeline runs it (one round)."""
     n = len(completions)
+    answers = [c if isinstance(c, list) else [c] for c in completions]
     rollouts = pd.DataFrame({"state_id": state_ids, "round": 1, "sample_idx": range(n), "temperature": 1.0,
                              "completion_ids": [[1]] * n, "logprobs": [[-1.0]] * n, "model_mask": [[1]] * n,
-                             "completion": completions, "answers": [[c] for c in completions]})  # fmt: skip
+                             "completion": ["\n".join(a) for a in answers], "answers": answers})  # fmt: skip
     prompts = pd.DataFrame({"state_id": sorted(set(state_ids)), "round": 1, "prompt_ids": [[3]] * len(set(state_ids))})
     rollouts.to_parquet(d / f"r{batch}.parquet")
     prompts.to_parquet(d / f"p{batch}.parquet")
-    res = d / "results" / "tiny"
+    res = d / "results" / run
     stage("score", "--config", d / "config.yaml", "--round", "1", "--rollouts", d / f"r{batch}.parquet",
           "--states", res / "states.parquet", "--outcomes", res / "outcomes.parquet", "--prompts",
           d / f"p{batch}.parquet", "--out", d / f"b{batch}.duckdb")  # fmt: skip
@@ -94,11 +96,6 @@ def test_a_task_refuses_what_it_cannot_give_in_one_line(audited, monkeypatch, tm
         Task("config.yaml", split="validation")
     with pytest.raises(HitchhikerError, match=r"results/tiny/audit.json does not exist: build and audit"):
         Task(audited / "config.yaml", results=tmp_path / "results")
-    seq = tiny_config(environment="sequential")
-    seq["market"]["states"]["formats"] = ["pairwise"]
-    write_config(tmp_path / "seq.yaml", seq)
-    with pytest.raises(HitchhikerError, match="the sequential environment's episodes have several turns"):
-        Task(tmp_path / "seq.yaml")
 
 
 def _serve(cwd, *args) -> tuple[subprocess.Popen, str]:
@@ -153,6 +150,41 @@ def test_openenvs_client_plays_our_served_states_with_the_score_stages_reward(au
     assert [r.observation["score"]["valid"] for r in played] == [True, True, True, False]
     assert played[2].observation["score"]["unsupported_claims"] == 1  # 9.99% is not shown
     assert played[0].observation["outcome"]["tickers"] == train.set_index("state_id").tickers[pairwise].tolist()
+
+
+@pytest.mark.slow
+def test_a_multi_turn_episode_is_served_turn_by_turn_and_paid_as_the_score_stage_pays_it(tmp_path):
+    from openenv.core import GenericEnvClient
+
+    cfg = tiny_config(run="seq", environment="sequential", market={"states": {"formats": ["pairwise"], "turns": 3}})
+    cfg["states"].update(horizon=9, window=4, stride=5)
+    write_config(tmp_path / "config.yaml", cfg)
+    run("snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml", "--cores", "2",
+        "results/seq/audit.json", cwd=tmp_path)  # fmt: skip
+    with pytest.raises(HitchhikerError, match="the sequential environment's episodes have several turns"):
+        Task(tmp_path / "config.yaml", results=tmp_path / "results").dataset()  # not through a reward function
+    proc, url = _serve(tmp_path)
+    episodes = [["A=0.7 B=0.3", "A=0.2 B=0.8 because B rose", "B=1"], ["A=1", "nothing", "A=0.5 B=0.5"]]
+    played, ids = [], []
+    try:
+        with GenericEnvClient(base_url=url).sync() as env:
+            for seed, answers in enumerate(episodes):
+                first = env.reset(seed=seed)
+                ids.append(first.observation["state_id"])
+                prompts = [first.observation["prompt"]]
+                for turn, text in enumerate(answers):
+                    result = env.step({"text": text})
+                    last = turn == len(answers) - 1
+                    assert result.done == last and (result.reward is None) != last
+                    prompts.append(result.observation["prompt"])
+                assert "Turn 2 of 3" in prompts[1] and "Turn 3 of 3" in prompts[2]  # the environment's turns
+                played.append(result)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    stage_rewards = _score_stage(tmp_path, episodes, ids, "seq", run="seq")
+    assert [r.reward for r in played] == pytest.approx(stage_rewards.tolist(), abs=1e-12)
+    assert [r.observation["score"]["invalid_turns"] for r in played] == [0, 1]
 
 
 @pytest.mark.slow

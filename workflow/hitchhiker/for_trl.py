@@ -20,7 +20,8 @@ sees the completion only through the tools the model calls, and a hitchhiker env
 judges the answer text itself (its first word, its reason's claims); the reward function
 receives that text and the state id column, which is all the score needs. Episodes of several
 turns (the sequential environment) need the environment between turns, which a reward
-function cannot give: Task refuses them.
+function cannot give: dataset and reward refuse them (hitchhiker.serve plays them turn by
+turn, through :meth:`Task.score_episodes`).
 """
 
 from __future__ import annotations
@@ -60,11 +61,6 @@ class Task:
             raise HitchhikerError("Task: name the run's config file(s), as given to snakemake --configfile")
         self.cfg = _merged(config_files)
         self.env = environments.get(self.cfg["environment"])
-        if self.env.has_turns():
-            raise HitchhikerError(
-                f"Task: the {self.env.name} environment's episodes have several turns, which a TRL reward "
-                "function cannot play; train it with the pipeline"
-            )
         if split not in ("train", "test"):
             raise HitchhikerError(f"Task: split = {split!r}, not 'train' or 'test'")
         run = Path(results) / self.cfg["run"]
@@ -79,10 +75,18 @@ class Task:
         self.outcomes = outcomes[outcomes["state_id"].isin(self.states["state_id"])].reset_index(drop=True)
         self.split = split
 
+    def _one_turn(self) -> None:
+        if self.env.has_turns():
+            raise HitchhikerError(
+                f"Task: the {self.env.name} environment's episodes have several turns, which a TRL reward "
+                "function cannot play; serve them (python -m hitchhiker.serve) or train with the pipeline"
+            )
+
     def dataset(self):
         """The split's states as a datasets.Dataset: ``prompt`` (one user message) and ``state_id``."""
         from datasets import Dataset
 
+        self._one_turn()
         return Dataset.from_dict(
             {
                 "prompt": [[{"role": "user", "content": p}] for p in self.states["prompt"]],
@@ -93,16 +97,24 @@ class Task:
     def score(self, completions: list, state_id: list[str]) -> pd.DataFrame:
         """The score stage's columns for each completion (text, or TRL's conversational
         [{"role": "assistant", "content": ...}]) of the state ``state_id`` names."""
+        self._one_turn()
         texts = [c[-1]["content"] if isinstance(c, list) else str(c) for c in completions]
+        return self.score_episodes([[t] for t in texts], state_id)
+
+    def score_episodes(self, answers: list[list[str]], state_id: list[str]) -> pd.DataFrame:
+        """The score stage's columns for each episode: the model's answer to each of its turns
+        (one turn in a single-turn environment) in the state ``state_id`` names."""
         unknown = sorted(set(state_id) - set(self.states["state_id"]))
         if unknown:
             raise HitchhikerError(f"Task: state {unknown[0]} is not one of the run's {self.split} states")
+        texts = ["\n".join(a) for a in answers]  # what the rationale measures read: every turn's answer
         keys = pd.DataFrame({"state_id": list(state_id), "sample_idx": range(len(texts)), "completion": texts})
-        keys["answers"] = [[t] for t in texts]  # one turn
+        keys["answers"] = [list(a) for a in answers]
         drawn = self.states[self.states["state_id"].isin(keys["state_id"])]
         outcomes = self.outcomes[self.outcomes["state_id"].isin(drawn["state_id"])]
         return rewards.grounded(self.env, keys, drawn, outcomes, self.cfg)
 
     def reward(self, prompts=None, completions=None, state_id=None, **kwargs) -> list[float]:
         """TRL's reward function: the score stage's reward of each completion."""
+        self._one_turn()
         return self.score(completions, state_id)["reward"].astype(float).tolist()

@@ -8,12 +8,13 @@ after `snakemake results/<run>/audit.json`. An episode is one state of the split
 ``--split test`` asks for the held-out one): ``reset(seed=s, episode_id=...)`` gives the
 split's state number s (modulo their number, in states.parquet's order: seeds 0, 1, ... play
 each state once; or ``state_id=...`` names it) and returns its prompt; ``step({"text": answer})``
-scores the answer with the score stage's own code (for_trl.Task, rewards.grounded) and ends
-the episode: its reward, ``done``, ``score`` (what the score stage stores: validity and why
-not, the claim counts, the environment's reward before the grounding terms) and ``outcome``
-(what happened, which paid it). The reason bonus's "how many answers give the same reason" is
-counted over one answer here, so it pays a supported reason in full. Single-turn
-environments (market, synthetic, weather).
+answers it. In a multi-turn environment (sequential) each step but the last returns the next
+turn's prompt, with ``done`` false and no reward, as rollout plays it. The last step scores
+the episode's answers with the score stage's own code (for_trl.Task, rewards.grounded) and
+ends it: its reward, ``done``, ``score`` (what the score stage stores: validity and why not,
+the claim counts, the environment's reward before the grounding terms) and ``outcome`` (what
+happened, which paid it). The reason bonus's "how many answers give the same reason" is
+counted over one episode here, so it pays a supported reason in full.
 
     from openenv.core import GenericEnvClient
 
@@ -84,7 +85,7 @@ class Episode(Environment):
             i = int(match[0])
         else:
             i = (int(np.random.default_rng().integers(len(states))) if seed is None else seed) % len(states)
-        self.row = states.iloc[i]
+        self.row, self.answers = states.iloc[i], []
         self._state = State(episode_id=episode_id or str(uuid4()), step_count=0, state_id=self.row["state_id"])
         return Prompt(prompt=self.row["prompt"], state_id=self.row["state_id"], date=str(self.row["date"].date()),
                       done=False, reward=None)  # fmt: skip
@@ -92,9 +93,14 @@ class Episode(Environment):
     def step(self, action: Answer, timeout_s: float | None = None, **kwargs: Any) -> Prompt:
         if self.row is None:
             raise ValueError("step before reset: reset draws the state the answer is for")
-        scored = self.task.score([action.text], [self.row["state_id"]]).iloc[0]
-        outcome = self.task.outcomes[self.task.outcomes["state_id"] == self.row["state_id"]].iloc[0]
+        self.answers.append(action.text)
         self._state.step_count += 1
+        after = self.task.env.next_turn(self.row, self.answers, self.task.cfg["reward"])
+        if after is not None:  # the environment's next turn, as rollout plays it
+            return Prompt(prompt=after, state_id=self.row["state_id"], date=str(self.row["date"].date()),
+                          done=False, reward=None)  # fmt: skip
+        scored = self.task.score_episodes([self.answers], [self.row["state_id"]]).iloc[0]
+        outcome = self.task.outcomes[self.task.outcomes["state_id"] == self.row["state_id"]].iloc[0]
         row, self.row = self.row, None  # the episode is over
         return Prompt(
             state_id=row["state_id"],
