@@ -31,6 +31,8 @@ SIMPLE = {"invalid_penalty": -0.05, "cost_bps": 0, "benchmark": "none", "returns
         ("flat", "elementwise", 1, "flat", (0.0,)),
         ("-0.5 half short", "elementwise", 1, "-0.50", (-0.5,)),
         ("+1", "elementwise", 1, "+1.00", (1.0,)),
+        ("1. long, the trend", "elementwise", 1, "+1.00", (1.0,)),  # a stop and a space end the weight
+        ("0.5.", "elementwise", 1, "+0.50", (0.5,)),
     ],
 )
 def test_parse_valid(text, fmt, k, action, weights):
@@ -62,6 +64,8 @@ def test_a_ranking_keeps_its_order():
         ("longer", "elementwise", 1, "not_an_action"),
         ("42 long", "elementwise", 1, "bad_weights"),
         ("1.5", "elementwise", 1, "bad_weights"),
+        ("1.stNLSs lseortM long{!ongst!?2nsY[", "elementwise", 1, "not_an_action"),  # noise, not a weight of 1
+        ("-1.x", "elementwise", 1, "not_an_action"),
     ],
 )
 def test_parse_invalid_with_reason(text, fmt, k, reason):

@@ -15,7 +15,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import ROOT, prompts_of, rollout_round1, run, stage, tiny_config, write_config
+from conftest import ROOT, prompts_of, run, stage, tiny_config, write_config
 from hitchhiker import policy
 
 pytestmark = pytest.mark.slow  # DeepSpeed ZeRO-2/3 training runs
@@ -23,24 +23,36 @@ pytestmark = pytest.mark.slow  # DeepSpeed ZeRO-2/3 training runs
 CONFIGS = {"zero2": 2, "zero3": 3}
 
 
-def launch(d, base_run, name, *accelerate_config):
+def launch(d, name, *accelerate_config):
     """grpo_train round 1 on two workers, as the rule launches it, into d / name."""
     extra = ["--accelerate-config", *accelerate_config] if accelerate_config else []
     return stage("launch", "--nproc", "2", *extra, "--", "--config", d / "c.yaml", "--round", "1", "--buffer",
-                 d / "b.duckdb", "--policy", base_run / "policy" / "round_0", "--out", d / name)  # fmt: skip
+                 d / "b.duckdb", "--policy", d / "policy" / "round_0", "--out", d / name)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def replay(base_run, tmp_path_factory):
-    """Round 1 rolled out and scored once, and trained on two workers without DeepSpeed."""
+    """Round 1 rolled out and scored once, and trained on two workers without DeepSpeed. The
+    base policy is warmed up on the answer format (both labels, every position word), so that
+    its groups' rewards differ by construction, not by the luck of a random model's text."""
     d = tmp_path_factory.mktemp("deepspeed")
-    write_config(d / "c.yaml", tiny_config(train={"lora": {"enabled": False}, "num_processes": 2,
-                                                  "per_device_batch_size": 4}))  # fmt: skip
-    rollout_round1(d / "c.yaml", base_run, d / "r.parquet")
+    cfg = tiny_config(train={"lora": {"enabled": False}, "num_processes": 2, "per_device_batch_size": 4})
+    cfg["model"]["tiny"]["format_warmup_steps"] = 40
+    write_config(d / "c.yaml", cfg)
+    stage("base_model", "--config", d / "c.yaml", "--out", d / "policy" / "round_0")
+    stage("rollout", "--config", d / "c.yaml", "--round", "1", "--states", base_run / "states.parquet",
+          "--outcomes", base_run / "outcomes.parquet", "--policy", d / "policy" / "round_0",
+          "--out", d / "r.parquet", "--prompts", prompts_of(d / "r.parquet"))  # fmt: skip
     stage("score", "--config", d / "c.yaml", "--round", "1", "--rollouts", d / "r.parquet", "--states",
           base_run / "states.parquet", "--outcomes", base_run / "outcomes.parquet", "--prompts",
           prompts_of(d / "r.parquet"), "--out", d / "b.duckdb")  # fmt: skip
-    out = launch(d, base_run, "ddp").stdout
+    import duckdb
+
+    with duckdb.connect(str(d / "b.duckdb"), read_only=True) as con:  # the premise: groups to learn from
+        spread = con.sql("SELECT count(*) FROM (SELECT state_id FROM scores GROUP BY state_id "
+                         "HAVING max(reward) > min(reward))").fetchone()[0]  # fmt: skip
+    assert spread > 0
+    out = launch(d, "ddp").stdout
     assert "on 2 process(es), MULTI_CPU" in out
     assert f", {max(1, len(os.sched_getaffinity(0)) // 2)} CPU thread(s)" in out  # the cores shared, not each all
     return d
@@ -51,10 +63,10 @@ def weights(policy_dir):
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_grpo_train_under_deepspeed_matches_the_run_without_it(replay, base_run, name):
-    proc = launch(replay, base_run, name, ROOT / "configs" / "accelerate" / f"{name}.yaml")
+def test_grpo_train_under_deepspeed_matches_the_run_without_it(replay, name):
+    proc = launch(replay, name, ROOT / "configs" / "accelerate" / f"{name}.yaml")
     assert f"on 2 process(es), DEEPSPEED ZeRO-{CONFIGS[name]}" in proc.stdout, proc.stdout[-2000:]
-    ddp, ds, base = weights(replay / "ddp"), weights(replay / name), weights(base_run / "policy" / "round_0")
+    ddp, ds, base = weights(replay / "ddp"), weights(replay / name), weights(replay / "policy" / "round_0")
     assert set(ddp) <= set(ds)  # ZeRO-2 also writes out the tied lm_head
     assert max((ddp[k] - base[k]).abs().max().item() for k in ddp) > 1e-3  # training moved the weights
     for k in ddp:

@@ -114,6 +114,15 @@ def test_the_loss_is_the_gap_weighted_cross_entropy_to_the_best_action():
     assert tie.item() == 0.0
 
 
+def _config() -> dict:
+    """The objectives' tiny run: two rounds, its base warmed up on the answer format (both
+    labels, every position word), so that groups' rewards differ by construction, not by the
+    luck of a random model's text."""
+    cfg = tiny_config(run="objectives", rounds=2)
+    cfg["model"]["tiny"]["format_warmup_steps"] = 40
+    return cfg
+
+
 @pytest.fixture(scope="module")
 def before_training(tmp_path_factory):
     """The jobs no objective changes (none of them reads the train section): prices, base
@@ -121,7 +130,7 @@ def before_training(tmp_path_factory):
     once for the four objectives below; each reruns from there as a user who changes only
     train.objective does."""
     d = tmp_path_factory.mktemp("objectives")
-    write_config(d / "config.yaml", tiny_config(run="objectives", rounds=2))
+    write_config(d / "config.yaml", _config())
     targets = ["results/objectives/buffer/round_1.duckdb", "results/objectives/eval/round_0/metrics.json"]
     run("snakemake", "-s", ROOT / "Snakefile", "--configfile", d / "config.yaml", "--cores", "2", *targets, cwd=d)
     return d
@@ -137,7 +146,7 @@ def before_training(tmp_path_factory):
 def test_each_objective_runs_every_stage_of_the_dag(objective, extra, before_training, tmp_path):
     name, d = "objectives", tmp_path / "run"
     shutil.copytree(before_training, d)  # the files' times too, and Snakemake's records of what made them
-    cfg = tiny_config(run=name, rounds=2)
+    cfg = _config()
     cfg["train"] = {**cfg["train"], "objective": objective, **extra}
     write_config(d / "config.yaml", cfg)
     proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", d / "config.yaml", "--cores", "2",
@@ -190,7 +199,7 @@ def test_each_objective_runs_every_stage_of_the_dag(objective, extra, before_tra
 def test_dynamic_sampling_runs_every_stage_of_the_dag(before_training, tmp_path):
     name, d = "objectives", tmp_path / "run"
     shutil.copytree(before_training, d)
-    cfg = tiny_config(run=name, rounds=2)
+    cfg = _config()
     cfg["rollout"] = {**cfg["rollout"], "dynamic_sampling": 1.5}  # 8 states asked, at most 12 drawn
     write_config(d / "config.yaml", cfg)
     proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", d / "config.yaml", "--cores", "2",

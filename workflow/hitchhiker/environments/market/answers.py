@@ -60,11 +60,13 @@ _SEP = r"[ \t\n\r\f\v.,:;!)\-]"
 _NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
 _ALLOC_TEXT = rf"[A-Za-z]{_WS}*={_WS}*{_NUMBER}(?:(?:{_WS}*,{_WS}*|{_WS}+)[A-Za-z]{_WS}*={_WS}*{_NUMBER})*"
 _RANKING_TEXT = rf"[A-Za-z](?:{_WS}*>{_WS}*[A-Za-z])+"
-_ELEMENT_TEXT = rf"(?i:long|flat|short)|{_NUMBER}"
+# a weight ends where a word would: a stop after it only with a space or the end after that,
+# so noise that starts "1.st" is not a weight of 1 (a stop then letters is no sentence end)
+_NUMBER_SEP = rf"(?:$|[ \t\n\r\f\v,:;!)\-]|\.(?:$|{_WS}))"
 _LABELLED_RE2 = rf"^{_WS}*(?P<act>{_ALLOC_TEXT}|{_RANKING_TEXT}|[A-Za-z])(?:$|{_SEP})"
-_ELEMENT_RE2 = rf"^{_WS}*(?P<act>{_ELEMENT_TEXT})(?:$|{_SEP})"
+_ELEMENT_RE2 = rf"^{_WS}*(?:(?P<act>(?i:long|flat|short))(?:$|{_SEP})|(?P<num>{_NUMBER}){_NUMBER_SEP})"
 _END = rf"(?=$|{_SEP})"
-_ELEMENT = re.compile(rf"{_WS}*(?:((?i:long|flat|short))|({_NUMBER})){_END}")
+_ELEMENT = re.compile(rf"{_WS}*(?:((?i:long|flat|short)){_END}|({_NUMBER})(?={_NUMBER_SEP}))")
 _ALLOC = re.compile(rf"{_WS}*({_ALLOC_TEXT}){_END}")
 _PAIR = re.compile(rf"([A-Za-z]){_WS}*={_WS}*({_NUMBER})")
 _RANKING = re.compile(rf"{_WS}*({_RANKING_TEXT}){_END}")
@@ -183,8 +185,11 @@ def score_many(completions, fmts: np.ndarray, fwd: np.ndarray, k: np.ndarray, re
     element = fmts == "elementwise"
     for mask, pattern in ((element, _ELEMENT_RE2), (~element, _LABELLED_RE2)):
         if mask.any():
-            found = pc.struct_field(pc.extract_regex(text.filter(pa.array(mask)), pattern), "act")
-            act[mask] = found.to_numpy(zero_copy_only=False)
+            found = pc.extract_regex(text.filter(pa.array(mask)), pattern)
+            got = pc.struct_field(found, "act")
+            if pattern == _ELEMENT_RE2:  # a word in act, a weight in num: the other group is ""
+                got = pc.if_else(pc.equal(got, ""), pc.struct_field(found, "num"), got)
+            act[mask] = got.to_numpy(zero_copy_only=False)
     has = pd.notna(act)  # an action needs a character that is not whitespace: never blank
     blank = np.zeros(n, dtype=bool)
     blank[~has] = [not isinstance(c, str) or not c.strip() for c in text.filter(pa.array(~has)).to_pylist()]
