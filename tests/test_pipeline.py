@@ -123,6 +123,9 @@ def test_a_failed_job_ends_the_console_on_its_one_line_error(pipeline, tmp_path)
     said = [line for line in lines if "(log: results/tiny/logs/evaluate_round_0.log)" in line]
     spec = "results/tiny/policy/round_0/policy.json"
     assert len(said) == 1 and said[0].startswith(f"hitchhiker: error: {spec} is not readable JSON"), proc.stderr
+    # the job named in one line where Snakemake printed its whole command (every config as JSON)
+    assert "hitchhiker: evaluate round 0 failed (exit status 2)" in lines
+    assert not any("RuleException" in line or "python -m hitchhiker" in line for line in lines), proc.stderr
 
 
 def test_prices_are_the_configured_universe(pipeline):

@@ -1,3 +1,5 @@
+import logging
+import re
 import shlex
 import sys
 import time
@@ -77,10 +79,32 @@ shell.prefix(
 # Snakemake's "Select jobs to execute...", "Execute 2 jobs...", "Finished jobid: 7 (Rule:
 # score)" and "3 of 15 steps (20%) done", which name no rule or say it twice.
 def _not_scheduler_chatter(record):
+    _one_line_for_a_failed_stage(record)
     return (
         getattr(record, "event", None) not in _CHATTER
         and record.getMessage() != "Select jobs to execute..."
     )
+
+
+# A stage that fails: Snakemake's RuleException block prints the whole command (every
+# job's config as JSON) before the stage's own one-line error; on the console it becomes
+# one line naming the job and its exit status (onerror's print_errors then gives the error
+# and the log; --verbose keeps the block).
+_FAILED = re.compile(
+    r"^RuleException:.*HITCHHIKER_CONSOLE.*> '?(?P<log>[^ ']+)\.log'? 2>&1.*non-zero exit status (?P<code>-?\d+)",
+    re.S,
+)
+
+
+def _one_line_for_a_failed_stage(record):
+    if record.levelno < logging.ERROR or not isinstance(record.msg, str):
+        return
+    failed = _FAILED.match(record.msg)
+    if failed:
+        # as cli.run names the job: "evaluate round 0"
+        job = Path(failed["log"]).name.replace("_round_", " round ")
+        record.msg = f"hitchhiker: {job} failed (exit status {failed['code']})"
+        record.args = ()
 
 
 _CHATTER = {
