@@ -49,8 +49,8 @@ def replay(base_run, tmp_path_factory):
     import duckdb
 
     with duckdb.connect(str(d / "b.duckdb"), read_only=True) as con:  # the premise: groups to learn from
-        spread = con.sql("SELECT count(*) FROM (SELECT state_id FROM scores GROUP BY state_id "
-                         "HAVING max(reward) > min(reward))").fetchone()[0]  # fmt: skip
+        spread = con.execute("SELECT count(*) FROM (SELECT state_id FROM scores GROUP BY state_id "
+                             "HAVING max(reward) > min(reward))").fetchall()[0][0]  # fmt: skip
     assert spread > 0
     out = launch(d, "ddp").stdout
     assert "on 2 process(es), MULTI_CPU" in out
