@@ -410,8 +410,9 @@ def test_a_noaa_export_runs_every_stage_as_delivered_with_its_units_declared(tmp
 def test_the_two_claims_design_runs_through_the_dag(tmp_path):
     """configs/weather_claims.yaml's design with the tiny model, one round, every stage: the
     decision by full_information on both answers' prices, the reason by best_answers on the
-    grounding reward (the reason bonus among its terms); evaluate answers each test state and
-    its changed copy; benchmarks/evidence reads the run into its claims table."""
+    grounding reward (the reason bonus among its terms) among reasons sampled after each
+    answer (rollout.each_answer); evaluate answers each test state and its changed copy;
+    benchmarks/evidence reads the run into its claims table."""
     import importlib.machinery
     import importlib.util
 
@@ -427,9 +428,16 @@ def test_the_two_claims_design_runs_through_the_dag(tmp_path):
         "full_information": {"rationale": "best_answers"},
     }
     cfg["grounding"] = {"unsupported_claim_penalty": 0.1, "reason_bonus": 0.25}
+    cfg["rollout"] |= {"each_answer": True, "samples_per_state": 4}
     write_config(tmp_path / "config.yaml", cfg)
     run("snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml", "--cores", "2", cwd=tmp_path)
     res = tmp_path / "results" / "weather"
+    # two samples after each answer, the written words leading each and counted as the model's own
+    rolled = pd.read_parquet(res / "rollouts" / "round_1.parquet").sort_values(["state_id", "sample_idx"])
+    assert rolled.groupby("state_id").sample_idx.apply(tuple).map((0, 1, 2, 3).__eq__).all()
+    led = rolled.completion.str.extract(r"^(yes|no) because")[0]
+    assert led.groupby(rolled.state_id).apply(tuple).map(("yes", "yes", "no", "no").__eq__).all()
+    assert rolled.model_mask.map(lambda m: all(m)).all() and rolled.logprobs.map(lambda x: x[0] == 0.0).all()
     assert "full_information on 8 groups" in (res / "logs" / "grpo_train_round_1.log").read_text()
     before, after = (load_file(res / "policy" / f"round_{r}" / "model" / "model.safetensors") for r in (0, 1))
     assert any(not (before[k] == after[k]).all() for k in before)

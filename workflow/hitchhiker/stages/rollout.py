@@ -7,6 +7,13 @@ rolls them out with policy round r-1; each state's temperature is drawn uniforml
 behaviour policy's per-token logprobs, which grpo_train replays; the prompt token ids, the
 same for every sample of a state, go once per state to the --prompts file.
 
+With rollout.each_answer the policy does not choose the answer: each of the state's
+answers (the environment's priced actions: "yes" and "no") is written for it, followed by
+"because", and the policy samples the reason after it, rollout.samples_per_state / (number
+of answers) times each. The written words are part of the completion (the model's own: the
+trained policy writes them itself) with a behaviour logprob of 0, which full_information,
+the only objective that takes such samples, does not read.
+
 Usage:
   python -m hitchhiker.stages.rollout --config config.yaml --round 1 \\
       --states results/default/states.parquet [--outcomes results/default/outcomes.parquet] \\
@@ -25,6 +32,7 @@ import pandas as pd
 from hitchhiker import artifacts, cli, config, environments, generation, policy
 
 SECTIONS = ["run", "seed", "environment", "model", "rollout", "reward"]
+OPENER = "because"  # what each_answer writes after the answer word
 
 
 def _next_turn(env, states: pd.DataFrame, reward_cfg: dict, i: int, answers: list[str]):
@@ -34,16 +42,29 @@ def _next_turn(env, states: pd.DataFrame, reward_cfg: dict, i: int, answers: lis
 
 
 def sample(
-    states: pd.DataFrame, policy_dir: str, cfg: dict, temperatures: np.ndarray, n: int, seed: int, desc: str
+    states: pd.DataFrame,
+    policy_dir: str,
+    cfg: dict,
+    temperatures: np.ndarray,
+    n: int,
+    seed: int,
+    desc: str,
+    answers: list[str] | None = None,
 ) -> pd.DataFrame:
-    """Generate ``n`` completions per state (temperature 0: one, greedy); one row per sample."""
+    """Generate ``n`` completions per state (temperature 0: one, greedy); one row per sample.
+    With ``answers``, n / len(answers) per answer, each continuing "<answer> because"."""
     ro, model_cfg = cfg["rollout"], cfg["model"]
     if ro["backend"] == "vllm":
         model, tok = None, policy.load_tokenizer(policy_dir, model_cfg)
     else:
         model, tok = policy.load(policy_dir, model_cfg)
     prompt_ids = [tok(policy.chat(tok, p), add_special_tokens=False).input_ids for p in states["prompt"]]
-    next_turn = functools.partial(_next_turn, environments.get(cfg["environment"]), states, cfg["reward"])
+    if answers:
+        written = [tok(f"{a} {OPENER}", add_special_tokens=False).input_ids for a in answers]
+        prompt_ids = [p + w for p in prompt_ids for w in written]
+        temperatures, n = np.repeat(temperatures, len(answers)), n // len(answers)
+    asked = states.iloc[np.repeat(np.arange(len(states)), len(answers))] if answers else states  # a row a prompt
+    next_turn = functools.partial(_next_turn, environments.get(cfg["environment"]), asked, cfg["reward"])
     if ro["backend"] == "vllm":
         ref, adapter = policy.model_ref(policy_dir), None
         if ro["vllm_lora"] and (lora := policy.lora_adapter(policy_dir)):
@@ -71,6 +92,18 @@ def sample(
             )
 
         rows = generation.play(generate, tok, prompt_ids, list(temperatures), n, next_turn, seed)
+    if answers:  # back to one prompt a state: the written words lead each completion
+        k = len(answers)
+        for r in rows:
+            w = written[r["prompt_index"] % k]
+            r["sample_idx"] += n * (r["prompt_index"] % k)
+            r["prompt_index"] //= k
+            r["prompt_ids"] = r["prompt_ids"][: len(r["prompt_ids"]) - len(w)]
+            r["completion_ids"] = w + r["completion_ids"]
+            r["logprobs"] = [0.0] * len(w) + r["logprobs"]
+            r["model_mask"] = [1] * len(w) + r["model_mask"]
+            r["completion"] = tok.decode(r["completion_ids"], skip_special_tokens=True)
+            r["answers"] = [r["completion"]]
     out = pd.DataFrame(rows)  # prompt_index: the row of ``states`` (evaluate tells changed prompts apart by it)
     out.insert(0, "state_id", states["state_id"].to_numpy()[out["prompt_index"]])
     out["backend"] = generation.backend_version(ro["backend"])
@@ -85,6 +118,22 @@ def informative(env, out: pd.DataFrame, states: pd.DataFrame, outcomes: pd.DataF
     scored = env.score(keys, drawn, outcomes[outcomes["state_id"].isin(keys["state_id"])], reward_cfg)
     reward = scored["reward"].groupby(keys["state_id"])
     return int(((reward.max() - reward.min()) > 0).sum())
+
+
+def _answers(cfg: dict, outcomes_path: str | None, n: int) -> list[str]:
+    """The answers rollout.each_answer writes: the environment's priced actions (their texts
+    only: no reward is read here), each given n / len(answers) samples."""
+    if not outcomes_path:
+        raise cli.HitchhikerError("rollout.each_answer writes each priced answer: give --outcomes")
+    env = environments.get(cfg["environment"])
+    priced = env.action_rewards(artifacts.read_parquet(outcomes_path, artifacts.OUTCOMES), cfg["reward"])
+    answers = list(dict.fromkeys(priced["action"]))
+    if n % len(answers):
+        raise cli.HitchhikerError(
+            f"config key rollout.samples_per_state = {n}: rollout.each_answer samples each of the "
+            f"{len(answers)} answers ({', '.join(answers)}) equally; make it a multiple of {len(answers)}"
+        )
+    return answers
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -116,10 +165,11 @@ def main(argv: list[str] | None = None) -> None:
             f"{len(train)} train states: the round draws all {len(train)}"
         )
     drawn = train.iloc[np.sort(order[:asked])].reset_index(drop=True)
+    answers = _answers(cfg, args.outcomes, ro["samples_per_state"]) if ro["each_answer"] else None
     eps = ro["temperature_eps"]
     temps = rng.uniform(ro["temperature"] - eps, ro["temperature"] + eps, size=len(drawn))
     desc = f"rollout round {args.round}"
-    out = sample(drawn, args.policy, cfg, temps, ro["samples_per_state"], cfg["seed"] + args.round, desc)
+    out = sample(drawn, args.policy, cfg, temps, ro["samples_per_state"], cfg["seed"] + args.round, desc, answers)
     if ro["dynamic_sampling"]:
         env = environments.get(cfg["environment"])
         limit = min(len(train), math.floor(ro["dynamic_sampling"] * asked))
