@@ -120,6 +120,11 @@ def test_the_default_config_sets_only_what_it_changes():
             lambda c: (c["rollout"].update(backend="vllm", vllm_lora=True), c["train"]["lora"].update(enabled=False)),
             "rollout.vllm_lora = true, but train.lora.enabled = false",
         ),
+        (lambda c: c["rollout"].update(each_answer=True), "rollout.each_answer = true writes the answers for"),
+        (
+            lambda c: (c["rollout"].update(each_answer=True), c["train"].update(objective="full_information")),
+            "only train.objective full_information with train.full_information.rationale best_answers",
+        ),
         (
             lambda c: c["train"].update(objective="best_answers", importance_sampling={"enabled": True}),
             "train.importance_sampling.enabled = true applies only to train.objective = grpo, not best_answers",

@@ -259,3 +259,15 @@ def test_vllm_evaluate_samples_greedy_and_sampled_from_one_engine(base_run, tmp_
     ev = tiny_config()["evaluate"]
     assert per_state["greedy"].eq(1).all() and per_state["sampled"].eq(ev["samples_per_state"]).all()
     assert len(per_state["greedy"]) == len(per_state["sampled"]) == ev["max_states"]
+
+
+def test_each_answer_over_states_whose_answers_differ_is_a_clear_error(base_run, tmp_path):
+    """rollout.each_answer writes one set of answers for every state: the tiny run's pairwise
+    (A, B) and elementwise (long, flat, short) states have none in common."""
+    cfg = tiny_config(rollout={"each_answer": True}, train={"objective": "full_information"})
+    cfg["train"]["full_information"] = {"rationale": "best_answers"}
+    proc = rollout_round1(write_config(tmp_path / "c.yaml", cfg), base_run, tmp_path / "r.parquet", check=False)
+    assert proc.returncode == 2
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "rollout.each_answer writes the same answers for every state, but the states' answers differ" in line
+    assert "A/B" in line and "give the run states of one format" in line and not (tmp_path / "r.parquet").exists()

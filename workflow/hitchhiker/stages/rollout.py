@@ -127,7 +127,13 @@ def _answers(cfg: dict, outcomes_path: str | None, n: int) -> list[str]:
         raise cli.HitchhikerError("rollout.each_answer writes each priced answer: give --outcomes")
     env = environments.get(cfg["environment"])
     priced = env.action_rewards(artifacts.read_parquet(outcomes_path, artifacts.OUTCOMES), cfg["reward"])
-    answers = list(dict.fromkeys(priced["action"]))
+    sets = priced.groupby("state_id", sort=False)["action"].agg(tuple).unique()
+    if len(sets) > 1:
+        raise cli.HitchhikerError(
+            f"rollout.each_answer writes the same answers for every state, but the states' answers differ "
+            f"({', '.join(map('/'.join, sets[:3]))}): give the run states of one format"
+        )
+    answers = list(sets[0])
     if n % len(answers):
         raise cli.HitchhikerError(
             f"config key rollout.samples_per_state = {n}: rollout.each_answer samples each of the "
