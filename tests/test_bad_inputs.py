@@ -112,8 +112,12 @@ CASES = {
     "an Excel workbook": file_case(
         b"PK\x03\x04 a zipped workbook", "a spreadsheet is not read; save the sheet as CSV", suffix=".xlsx"
     ),
-    "a Latin-1 file": file_case(
-        "date,ticker,close,caf\xe9\n2016-01-04,AAPL,1,2\n".encode("latin-1"),
+    "a Latin-1 ticker": file_case(
+        "date,ticker,close\n2016-01-04,AAPL,1\n2016-01-04,SOCI\xc9T\xc9,2\n".encode("latin-1"),
+        "not UTF-8 text (it holds byte 0xc9); save it as UTF-8",
+    ),
+    "a Latin-1 date": file_case(
+        "date,ticker,close\n2016-01-04,AAPL,1\n4 f\xe9v 2016,MSFT,2\n".encode("latin-1"),
         "not UTF-8 text (it holds byte 0xe9); save it as UTF-8",
     ),
     "prices dated after today": file_case(

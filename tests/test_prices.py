@@ -220,6 +220,16 @@ def test_long_tables_are_read_under_the_common_spellings(tmp_path, columns):
     assert f"long table (date {columns[0]!r}, ticker {columns[1]!r}, close {columns[2]!r})" in how
 
 
+def test_a_latin_1_byte_in_a_column_not_read_is_said_and_the_closes_are_read(tmp_path):
+    """A Latin-1 note beside the closes (Excel's "CSV" on Windows): the closes, dates and
+    tickers are UTF-8, so the file is read, and the line says what was found."""
+    text = "".join(f"{r.date:%Y-%m-%d},{r.ticker},{r.close},Soci\xe9t\xe9\n" for r in _table().itertuples())
+    (tmp_path / "p.csv").write_bytes(("date,ticker,close,note\n" + text).encode("latin-1"))
+    prices, how = fetch_prices.read_file(tmp_path / "p.csv")
+    pd.testing.assert_frame_equal(prices, _table())
+    assert how.endswith("; not UTF-8 (byte 0xe9), in no value read")
+
+
 def test_a_long_table_with_close_and_adj_close_uses_the_adjusted_one(tmp_path):
     df = _table().rename(columns={"close": "Adj Close"}).assign(Close=lambda d: d["Adj Close"] * 2)
     df.to_csv(tmp_path / "p.csv", index=False)

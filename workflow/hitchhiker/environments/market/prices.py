@@ -196,24 +196,40 @@ def read_file(path: str | Path, ticker: str | None = None) -> tuple[pd.DataFrame
         raise cli.HitchhikerError(f"price file {path} is empty")
     if path.suffix.lower() in {".xlsx", ".xls", ".xlsm", ".ods"}:
         raise cli.HitchhikerError(f"price file {path}: a spreadsheet is not read; save the sheet as CSV (UTF-8)")
+    not_utf8 = None  # the first byte that is not UTF-8, where one is
     try:
         if path.suffix == ".parquet":
             raw = pd.read_parquet(path)
         else:
-            with open(path, "rb") as f:
-                head = [f.readline().decode(errors="replace").lower() for _ in range(2)]
-            two_rows = head[0].startswith("price,") and head[1].startswith("ticker,")  # yfinance's to_csv
-            raw = pd.read_csv(path, header=[0, 1], index_col=0) if two_rows else pd.read_csv(path)
-    except UnicodeDecodeError as err:
-        raise cli.HitchhikerError(
-            f"price file {path}: not UTF-8 text (it holds byte {err.object[err.start]:#04x}); "
-            "save it as UTF-8 (CSV UTF-8 in Excel)"
-        ) from None
+            data = path.read_bytes()
+            try:
+                data.decode()
+            except UnicodeDecodeError as err:
+                not_utf8 = f"{err.object[err.start]:#04x}"
+            head = [line.decode(errors="replace").lower() for line in data.splitlines()[:2]]
+            two_rows = len(head) == 2 and head[0].startswith("price,") and head[1].startswith("ticker,")
+            # a byte that is not UTF-8 is read as U+FFFD: harmless in a column not read (a
+            # Latin-1 "Soci\xe9t\xe9" note beside the closes); refused below where a read value has one
+            kw = {"header": [0, 1], "index_col": 0} if two_rows else {}  # yfinance's to_csv
+            raw = pd.read_csv(path, encoding_errors="replace", **kw)
     except Exception as err:  # pandas raises many types for malformed files
         raise cli.HitchhikerError(f"price file {path}: cannot read ({str(err).splitlines()[0]})") from None
     if raw.empty:
         raise cli.HitchhikerError(f"price file {path} is empty")
-    return _tidy(raw, f"price file {path}", ticker)
+    refuse = cli.HitchhikerError(
+        f"price file {path}: not UTF-8 text (it holds byte {not_utf8}); save it as UTF-8 (CSV UTF-8 in Excel)"
+    )
+    try:
+        out, line = _tidy(raw, f"price file {path}", ticker)
+    except cli.HitchhikerError as err:
+        if not_utf8 and "\ufffd" in str(err):  # a value read held the byte
+            raise refuse from None
+        raise
+    if not_utf8:
+        if out["ticker"].str.contains("\ufffd").any():
+            raise refuse
+        line += f"; not UTF-8 (byte {not_utf8}), in no value read"
+    return out, line
 
 
 def read_source(data_cfg: dict) -> tuple[pd.DataFrame, list[str]]:
