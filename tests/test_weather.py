@@ -186,6 +186,10 @@ def test_a_users_own_file_and_its_faults_are_one_line(tmp_path):
             "7 days in a row without a reading",
         ),
         "two rows a day": (pd.concat([good, good.iloc[[3]]]), "two rows for 2020-01-04"),
+        "degrees F, units not said": (
+            good.assign(Temp_Max=48.0, temp_min=36.0),
+            r"the median daily high is 48.0, hotter than any place's in degrees C: it reads as degrees F; set weather",
+        ),
         "days after today": (
             good.assign(Date=pd.date_range(pd.Timestamp.now().normalize(), periods=30).strftime("%Y/%m/%d")),
             r"29 days dated after today \(.*\), the first .*; a decision's outcome must have happened",
@@ -358,7 +362,7 @@ def test_a_users_weather_file_runs_every_stage_from_another_directory(tmp_path):
     cfg["model"]["tiny"]["format_warmup_steps"] = 60  # answers that parse, so that score is exercised
     write_config(tmp_path / "config.yaml", cfg)
     proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml", "--cores", "2", cwd=tmp_path)
-    assert "data: weather file my weather.csv" in proc.stderr
+    assert "data: weather file my weather.csv, in mm, C and m/s;" in proc.stderr
     res = tmp_path / "results" / "weather"
     assert sorted(p.name for p in res.glob("*.png")) == ["invalid_answers.png", "learning_curve.png"]
     states = pd.read_parquet(res / "states.parquet")

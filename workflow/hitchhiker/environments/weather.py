@@ -45,6 +45,9 @@ from hitchhiker.environments.base import Environment
 BUNDLED = Path(__file__).resolve().parents[3] / "data" / "seattle_weather.csv"
 COLUMNS = ("precipitation", "temp_max", "temp_min", "wind")
 WORDS = ("yes", "no")
+# no place on Earth has a median daily high above ~38 C (the hottest, Dallol, about 41 in its
+# warmest months): a file's median above this is in degrees F (any place warmer than 4.4 C)
+HOTTEST_MEDIAN_HIGH_C = 40.0
 FLIPPED_RAIN_MM = 5.0  # today's rain on a changed dry day: a plainly wet day (Seattle's median wet day is ~5 mm)
 LINE = re.compile(
     r"^(\d{4}-\d\d-\d\d): rain (-?\d+\.\d) mm, high (-?\d+\.\d) C, low (-?\d+\.\d) C(?:, wind (-?\d+\.\d) m/s)?$"
@@ -118,6 +121,12 @@ def read(path: str, units: str | None = None, faults: dict | None = None) -> tup
         table[c] = values.astype(float)
         if units == "standard":
             table[c] = TO_METRIC[c](table[c])
+    high = table["temp_max"].median()
+    if units != "standard" and high > HOTTEST_MEDIAN_HIGH_C:
+        raise HitchhikerError(
+            f"weather file {path}: the median daily high is {high:.1f}, hotter than any place's in degrees C: "
+            "it reads as degrees F; set weather.units to standard (inches, F, mph)"
+        )
     notes = [f"units: {units or 'metric'} (mm, C, m/s in the prompts)"] if units == "standard" else []
     order = table["date"].argsort(kind="stable")
     table, at = table.iloc[order].reset_index(drop=True), at.iloc[order].reset_index(drop=True)
@@ -252,8 +261,12 @@ class Weather(Environment):
         return [cfg["weather"]["path"] or str(BUNDLED)]
 
     def describe_data(self, cfg: dict) -> str:
-        path = cfg["weather"]["path"]
-        return f"weather file {path}" if path else f"weather, the bundled {BUNDLED.relative_to(BUNDLED.parents[1])}"
+        path, units = cfg["weather"]["path"], cfg["weather"]["units"]
+        if not path:
+            return f"weather, the bundled {BUNDLED.relative_to(BUNDLED.parents[1])}"
+        return f"weather file {path}, in " + (
+            "standard units (inches, F, mph: converted to mm, C, m/s)" if units == "standard" else "mm, C and m/s"
+        )
 
     def fetch(self, cfg: dict) -> tuple[pd.DataFrame, list[str]]:
         own = cfg["weather"]
