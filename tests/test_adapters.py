@@ -15,6 +15,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from conftest import ROOT, run, stage, tiny_config, write_config
+from hitchhiker import config
 from hitchhiker.cli import HitchhikerError
 from hitchhiker.for_trl import Task
 
@@ -242,6 +243,67 @@ def test_a_run_on_an_openenv_server_gives_the_direct_runs_rewards_on_the_same_st
                    for r in (res, direct / "results/tiny")]  # fmt: skip
         for key in ("valid_rate", "mean_reward"):
             assert figures[0][key]["mean"] == pytest.approx(figures[1][key]["mean"], abs=1e-12), key
+    finally:
+        for proc, _ in (train, test):
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_a_multi_turn_openenv_server_is_played_turn_by_turn_through_our_dag_and_paid_as_its_score_stage_pays(
+    tmp_path,
+):
+    """environment: openenv with openenv.turns 3 against our served sequential environment:
+    rollout and evaluate play each episode turn by turn (the server's "Turn 2 of 3" prompts
+    in the completions), the round trains, and the buffer's rewards are the direct
+    environment's on the same episodes."""
+    from hitchhiker import environments
+
+    direct = tmp_path / "direct"
+    direct.mkdir()
+    cfg = tiny_config(run="seq", environment="sequential", market={"states": {"formats": ["pairwise"], "turns": 3}})
+    cfg["states"].update(horizon=9, window=4, stride=5)
+    cfg["model"]["tiny"]["format_warmup_steps"] = 40
+    write_config(direct / "config.yaml", cfg)
+    run("snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml", "--cores", "2",
+        "results/seq/audit.json", cwd=direct)  # fmt: skip
+    states = pd.read_parquet(direct / "results/seq/states.parquet")
+    train, test = _serve(direct), _serve(direct, "--split", "test")
+    try:
+        remote = tmp_path / "remote"
+        remote.mkdir()
+        rcfg = tiny_config(run="remote", environment="openenv",
+                           openenv={"url": train[1], "test_url": test[1], "turns": 3})  # fmt: skip
+        rcfg["states"].update(horizon=1, stride=1)
+        for split in ("train", "test"):
+            rcfg["states"][split]["max_states"] = int((states.split == split).sum())
+        rcfg["model"] = {"name_or_path": str(direct / "results/seq/policy/round_0/model")}
+        write_config(remote / "config.yaml", rcfg)
+        rcfg["train"]["objective"] = "dpo"
+        write_config(remote / "dpo.yaml", rcfg)
+        proc = run("snakemake", "-s", ROOT / "Snakefile", "--configfile", "dpo.yaml", "-n", cwd=remote, check=False)
+        assert "dpo: the openenv environment's completions hold the environment's turns" in proc.stderr
+        run("snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml", "--cores", "2", cwd=remote)
+        res = remote / "results" / "remote"
+        rolled = pd.read_parquet(res / "rollouts/round_1.parquet")
+        assert (rolled.answers.map(len) == 3).all() and rolled.completion.str.contains("Turn 3 of 3").all()
+        assert rolled.model_mask.map(lambda m: 0 < sum(m) < len(m)).all()  # the server's turns are not the model's
+        import duckdb
+
+        with duckdb.connect(str(res / "buffer/round_1.duckdb"), read_only=True) as con:
+            paid = con.sql("SELECT state_id, sample_idx, reward FROM scores ORDER BY state_id, sample_idx").df()
+        episodes = rolled.sort_values(["state_id", "sample_idx"]).reset_index(drop=True)
+        by_state = states.set_index("state_id")
+        want = environments.get("sequential").score(
+            episodes[["state_id", "completion", "answers"]].assign(answers=episodes.answers.map(list)),
+            states, pd.read_parquet(direct / "results/seq/outcomes.parquet"), config.validate(cfg)["reward"],
+        )  # fmt: skip
+        assert paid.reward.tolist() == pytest.approx(want.reward.tolist(), abs=1e-12)
+        assert paid.reward.nunique() > 1 and len(by_state) > 0
+        greedy = pd.read_parquet(res / "eval/round_1/predictions.parquet").query("mode == 'greedy'")
+        assert greedy.completion.str.contains("Turn 3 of 3").all()
+        with pytest.raises(HitchhikerError, match="the openenv environment's episodes have several turns"):
+            Task(remote / "config.yaml", results=remote / "results").dataset()
     finally:
         for proc, _ in (train, test):
             proc.terminate()

@@ -76,7 +76,7 @@ class Task:
         self.split = split
 
     def _one_turn(self) -> None:
-        if self.env.has_turns():
+        if self.env.has_turns(self.cfg):
             raise HitchhikerError(
                 f"Task: the {self.env.name} environment's episodes have several turns, which a TRL reward "
                 "function cannot play; serve them (python -m hitchhiker.serve) or train with the pipeline"

@@ -158,8 +158,9 @@ class Environment:
         """Whether this environment overrides action_rewards."""
         return type(self).action_rewards is not Environment.action_rewards
 
-    def has_turns(self) -> bool:
-        """Whether an episode may hold several turns (this environment overrides next_turn)."""
+    def has_turns(self, cfg: dict | None = None) -> bool:
+        """Whether an episode may hold several turns (this environment overrides next_turn;
+        ``cfg``: the run's config, where that depends on it)."""
         return type(self).next_turn is not Environment.next_turn
 
     # -- optional: what evaluate and summarize report besides the shared metrics -----------

@@ -11,11 +11,16 @@ intervals' blocks are then single episodes. The states.train/test dates, window 
 are the server's business, not read here.
 State: one episode's first observation. Outcome: none the pipeline can see (the server keeps it).
 Score: each answer in a fresh episode of its state: reset with the state's seed, then step
-with the answer (its openenv.action_field); the reward is the step's. An episode that does
-not end on the first step is refused (one decision per state). Validity, correctness and
-claim counts are the observation's ``score`` where it gives them (hitchhiker.serve's does);
-otherwise every answer the server rewards is valid, correctness is not measured and no claim
-is checked.
+with the answer (its openenv.action_field); the reward is the step's. With openenv.turns 1
+(the default) an episode that does not end on the first step is refused (one decision per
+state). With more, rollout and evaluate play each episode turn by turn: after each answer
+the episode is replayed from its seed (reset, then a step per answer so far: the client keeps
+no session between calls, so any worker can play any turn) and the last step's observation is
+the next user turn, until the server says done; score replays the whole episode and pays the
+sum of its steps' rewards. An episode still going after openenv.turns answers is refused.
+Validity, correctness and claim counts are the last observation's ``score`` where it gives
+them (hitchhiker.serve's does); otherwise every answer the server rewards is valid,
+correctness is not measured and no claim is checked.
 Audit: a remote environment's data is not ours to read, so no leakage audit is possible
 here (audit.json says so); what it checks is what scoring relies on: each state's seed gives
 its prompt again.
@@ -24,6 +29,7 @@ Baselines: none (the server's rules are not known here).
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 from contextlib import ExitStack
 from typing import ClassVar
@@ -52,6 +58,32 @@ def _clients(stack: ExitStack, urls: list[str]) -> dict:
     }
 
 
+_OPEN = ExitStack()  # the clients next_turn keeps open in this process, one per server
+_KEPT: dict = {}
+atexit.register(_OPEN.close)
+
+
+def _kept(url: str):
+    """This process's client of ``url`` (opened at first use, closed at exit): next_turn
+    is called once per episode and turn, too often to connect each time."""
+    if url not in _KEPT:
+        _KEPT.update(_clients(_OPEN, [url]))
+    return _KEPT[url]
+
+
+def _play(client, url: str, seed: int, field: str, answers: list[str]) -> tuple[object, float]:
+    """A fresh episode of ``seed`` stepped with ``answers`` until it ends: its last step's
+    result and the sum of its steps' rewards."""
+    _call("reset", url, client.reset, seed=seed)
+    total, result = 0.0, None
+    for text in answers:
+        result = _call("step", url, client.step, {field: text})
+        total += float(result.reward or 0.0)
+        if result.done:
+            break
+    return result, total
+
+
 def _call(what: str, url: str, fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
@@ -66,8 +98,8 @@ class OpenEnv(Environment):
     name = "openenv"
     data_name = "episodes"
     dated_splits = False  # the servers deal the episodes; states.<split>.max_states counts them
-    data_columns = ("date", "split", "seed", "state_id", "prompt", "server", "action_field")
-    state_columns = ("seed", "server", "action_field")
+    data_columns = ("date", "split", "seed", "state_id", "prompt", "server", "prompt_field", "action_field", "turns")
+    state_columns = ("seed", "server", "prompt_field", "action_field", "turns")
     config_schema: ClassVar[dict] = {
         "type": "object",
         "additionalProperties": False,
@@ -100,8 +132,32 @@ class OpenEnv(Environment):
                 "default": "text",
                 "description": "The action's field the model's answer goes in.",
             },
+            "turns": {
+                "type": "integer",
+                "minimum": 1,
+                "default": 1,
+                "description": (
+                    "The most answers an episode takes. 1: one decision a state, its episode must end on its "
+                    "first step. More: each episode is played turn by turn (the step's observation is the "
+                    "next prompt) until the server says done, and paid the sum of its steps' rewards; "
+                    "train.objective dpo is then refused, as for our own multi-turn environment."
+                ),
+            },
         },
     }
+
+    def has_turns(self, cfg: dict | None = None) -> bool:
+        return bool(cfg) and cfg.get("openenv", {}).get("turns", 1) > 1
+
+    def next_turn(self, state, answers: list[str], reward_cfg: dict) -> str | None:
+        if len(answers) >= int(state["turns"]):
+            return None
+        url, seed = state["server"], int(state["seed"])
+        result, _ = _play(_kept(url), url, seed, state["action_field"], answers)
+        if result is None or result.done:
+            return None
+        obs = result.observation
+        return obs.get(state["prompt_field"]) if isinstance(obs, dict) else None
 
     def check_config(self, cfg: dict) -> None:
         own = cfg.get("openenv", {})
@@ -149,7 +205,7 @@ class OpenEnv(Environment):
                             f"{url} holds no text there (it has: {have})"
                         )
                     rows.append((obs.get("date") or None, split, seed, obs.get("state_id") or None, prompt, url,
-                                 own["action_field"]))  # fmt: skip
+                                 own["prompt_field"], own["action_field"], own["turns"]))  # fmt: skip
         table = pd.DataFrame(rows, columns=list(self.data_columns))
         undated = table["date"].isna()
         table["date"] = pd.to_datetime(table["date"].where(~undated, None))
@@ -206,18 +262,20 @@ class OpenEnv(Environment):
         rows = []
         with ExitStack() as stack:
             clients = _clients(stack, by_id["server"].tolist())
-            for sid, text in zip(samples["state_id"], samples["completion"].astype(str), strict=True):
-                url, seed, field = by_id.at[sid, "server"], int(by_id.at[sid, "seed"]), by_id.at[sid, "action_field"]
-                client = clients[url]
-                _call("reset", url, client.reset, seed=seed)
-                result = _call("step", url, client.step, {field: text})
+            said = samples["answers"] if "answers" in samples else samples["completion"].map(lambda c: [c])
+            for sid, answers in zip(samples["state_id"], said, strict=True):
+                s = by_id.loc[sid]
+                url, seed, turns = s["server"], int(s["seed"]), int(s["turns"])
+                answers = [str(a) for a in list(answers)[:turns]]
+                result, total = _play(clients[url], url, seed, s["action_field"], answers)
                 if not result.done:
                     raise HitchhikerError(
-                        f"openenv server {url}: seed {seed}'s episode did not end on the first answer: episodes of "
-                        "several turns are not run through OpenEnv yet"
-                    )
+                        f"openenv server {url}: seed {seed}'s episode did not end after {len(answers)} answer(s): "
+                        + ("set openenv.turns to the most answers an episode takes" if len(answers) == turns
+                           else "the episode was cut short")
+                    )  # fmt: skip
                 given = result.observation.get("score") if isinstance(result.observation, dict) else None
-                rows.append((float(result.reward or 0.0), given if isinstance(given, dict) else {}))
+                rows.append((total, given if isinstance(given, dict) else {}))
         reward = np.array([r for r, _ in rows])
         got = {k: [g.get(k) for _, g in rows] for k in FROM_SCORE}
         valid = np.array([True if v is None else bool(v) for v in got["valid"]])

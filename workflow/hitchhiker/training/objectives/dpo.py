@@ -20,7 +20,7 @@ NOTHING = "no group's best and worst samples differ by more than train.dpo.margi
 
 
 def check(cfg: dict, env) -> None:
-    if env is not None and env.has_turns():
+    if env is not None and env.has_turns(cfg):
         raise HitchhikerError(
             f"config key train.objective = dpo: the {cfg['environment']} environment's completions hold the "
             "environment's turns, which DPOTrainer would train as the model's own tokens (grpo and best_answers "
