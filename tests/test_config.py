@@ -126,6 +126,13 @@ def test_the_default_config_sets_only_what_it_changes():
             "only train.objective full_information with train.full_information.rationale best_answers",
         ),
         (
+            lambda c: (
+                c["rollout"].update(each_answer=True),
+                c["train"].update(objective="full_information", full_information={"rationale": "best_answers"}),
+            ),
+            "rollout.each_answer = true trains a reason only where grounding.reason_bonus pays it",
+        ),
+        (
             lambda c: c["train"].update(objective="best_answers", importance_sampling={"enabled": True}),
             "train.importance_sampling.enabled = true applies only to train.objective = grpo, not best_answers",
         ),

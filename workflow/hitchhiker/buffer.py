@@ -151,13 +151,21 @@ def _scannable(table: pd.DataFrame | pa.Table) -> pa.Table:
     return pa.Table.from_batches(table.to_batches(ROWS), table.schema)
 
 
+def _score_columns(con) -> set[str]:
+    """The columns of the buffer's scores table (each environment stores its own)."""
+    sql = "SELECT column_name FROM information_schema.columns WHERE table_name = 'scores'"
+    return {c for (c,) in con.execute(sql).fetchall()}
+
+
 def replay(buffer: str | Path, run: str, round_: int, rounds: int = 1) -> pd.DataFrame:
     """The samples of rounds round_ - rounds + 1 .. round_ with their rewards, one GRPO group
-    per (round, state) named "round/state_id", ordered by group and sample index."""
+    per (round, state) named "round/state_id", ordered by group and sample index; and
+    reason_paid where the score stored it (grounding.reason_bonus), else null."""
     with _read(buffer) as con:
+        paid = "s.reason_paid" if "reason_paid" in _score_columns(con) else "NULL::DOUBLE AS reason_paid"
         return con.execute(
-            """SELECT r.round || '/' || r.state_id AS "group", r.round, r.state_id, r.sample_idx, p.prompt_ids,
-                      r.completion_ids, r.logprobs, r.model_mask, s.reward
+            f"""SELECT r.round || '/' || r.state_id AS "group", r.round, r.state_id, r.sample_idx, p.prompt_ids,
+                      r.completion_ids, r.logprobs, r.model_mask, s.reward, {paid}
                FROM rollouts r JOIN scores s USING (run, round, state_id, sample_idx)
                JOIN prompts p USING (run, round, state_id)
                WHERE r.run = ? AND r.round BETWEEN ? AND ? ORDER BY r.round, r.state_id, r.sample_idx""",
@@ -173,13 +181,7 @@ def group_stats(buffer: str | Path, run: str) -> pd.DataFrame:
     word) and the most common action with its share (``top_action``, ``top_action_share``).
     An environment whose score gives no action column gets entropy and top action missing."""
     with _read(buffer) as con:
-        columns = {
-            c
-            for (c,) in con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = 'scores'"
-            ).fetchall()
-        }
-        action = "coalesce(CAST(action AS VARCHAR), '(invalid)')" if "action" in columns else "NULL"
+        action = "coalesce(CAST(action AS VARCHAR), '(invalid)')" if "action" in _score_columns(con) else "NULL"
         return con.execute(
             f"""WITH s AS (SELECT round, state_id, reward, {action} AS action FROM scores WHERE run = ?),
                g AS (SELECT round, count(*) AS groups, avg(CAST(max_r = min_r AS DOUBLE)) AS zero_spread

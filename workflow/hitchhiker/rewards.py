@@ -16,7 +16,8 @@ from hitchhiker import environments
 
 def grounded(env, keys: pd.DataFrame, states: pd.DataFrame, outcomes: pd.DataFrame, cfg: dict) -> pd.DataFrame:
     """``keys`` (state_id, sample_idx, completion, answers) scored by ``env``: its columns but
-    completion and answers, the environment's columns, ``environment_reward`` and ``reward``."""
+    completion and answers, the environment's columns, ``environment_reward`` and ``reward``
+    (and, with grounding.reason_bonus, ``reason_paid``: rationales.paid's share of it)."""
     scored = environments.check_scored(env, env.score(keys, states, outcomes, cfg["reward"]), keys)
     scored = scored.rename(columns={"reward": "environment_reward"})
     scores = keys.drop(columns=["completion", "answers"]).join(scored)
@@ -25,5 +26,6 @@ def grounded(env, keys: pd.DataFrame, states: pd.DataFrame, outcomes: pd.DataFra
     if bonus:  # config.validate: only for an environment that reads reasons
         from hitchhiker import rationales
 
-        scores["reward"] += bonus * rationales.paid(scored.assign(completion=keys["completion"]))
+        scores["reason_paid"] = rationales.paid(scored.assign(completion=keys["completion"]))
+        scores["reward"] += bonus * scores["reason_paid"]
     return scores

@@ -36,7 +36,7 @@ def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_confi
     from hitchhiker.training.full_information import FullInformationTrainer
 
     tr = cfg["train"]
-    table = rows.action_rows(samples, priced, tokenizer)
+    table = rows.action_rows(samples, priced, tokenizer, paid_only=cfg["rollout"]["each_answer"])
     return FullInformationTrainer(
         model=get_peft_model(model, peft_config) if peft_config is not None else model,
         args=TrainingArguments(**common, remove_unused_columns=False),

@@ -57,17 +57,31 @@ def best_answers(samples: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def action_rows(samples: pd.DataFrame, priced: pd.DataFrame, tokenizer) -> pd.DataFrame:
+def action_rows(samples: pd.DataFrame, priced: pd.DataFrame, tokenizer, paid_only: bool = False) -> pd.DataFrame:
     """One row per group: its prompt_ids, every priced action's answer text as token ids
     (action_ids, in the order of ``priced``), the actions' rewards, and the group's best
     sample above its mean as best_answers gives it (best_ids, best_mask; empty where none).
-    ``priced`` is the environment's action_rewards of the groups' states."""
+    ``priced`` is the environment's action_rewards of the groups' states. With
+    ``paid_only`` (rollout.each_answer), a best sample whose reason the grounding
+    reward did not pay (reason_paid 0: it argues for nothing, or from what does not hold) is
+    replaced by the best action alone, then the end of the turn: where no sampled reason
+    holds, the target says none rather than an unchecked one."""
     first = samples.sort_values(["group", "sample_idx"]).groupby("group", sort=True).head(1).set_index("group")
     best = best_answers(samples).set_index("group")
     ids = {a: tokenizer(a, add_special_tokens=False)["input_ids"] for a in priced["action"].unique()}
     by_state = {
         sid: (list(rows["action"]), [float(r) for r in rows["reward"]]) for sid, rows in priced.groupby("state_id")
     }
+    best_ids, best_mask = best["input_ids"].to_dict(), best["completion_mask"].to_dict()
+    if paid_only:
+        paid = samples.set_index(["group", "sample_idx"])["reason_paid"].fillna(0.0)
+        for g in best.index:
+            if paid[(g, best.at[g, "sample_idx"])] > 0:
+                continue
+            actions, rewards = by_state[first.at[g, "state_id"]]
+            bare = ids[actions[rewards.index(max(rewards))]] + [tokenizer.eos_token_id]
+            prompt = list(first.at[g, "prompt_ids"])
+            best_ids[g], best_mask[g] = prompt + bare, [0] * len(prompt) + [1] * len(bare)
     return pd.DataFrame(
         {
             "group": first.index,
@@ -75,7 +89,7 @@ def action_rows(samples: pd.DataFrame, priced: pd.DataFrame, tokenizer) -> pd.Da
             "action_ids": [[ids[a] for a in by_state[sid][0]] for sid in first["state_id"]],
             "rewards": [by_state[sid][1] for sid in first["state_id"]],
             # the group's best sample above its mean (best_answers), empty where none
-            "best_ids": [best["input_ids"].get(g, []) for g in first.index],
-            "best_mask": [best["completion_mask"].get(g, []) for g in first.index],
+            "best_ids": [best_ids.get(g, []) for g in first.index],
+            "best_mask": [best_mask.get(g, []) for g in first.index],
         }
     )
