@@ -228,7 +228,7 @@ def _check_rules(cfg: dict, environment: bool = True) -> None:
             "config key rollout.each_answer = true writes the answers for the policy: only train.objective "
             "full_information with train.full_information.rationale best_answers trains from such samples"
         )
-    if rollout.get("each_answer") and not cfg.get("grounding", {}).get("reason_bonus"):
+    if rollout.get("each_answer") and "grounding" in cfg and not cfg["grounding"]["reason_bonus"]:
         raise HitchhikerError(
             "config key rollout.each_answer = true trains a reason only where grounding.reason_bonus pays it "
             "(its reason argues for the answer from what holds): set grounding.reason_bonus above 0"
