@@ -269,3 +269,30 @@ def test_the_rationale_adds_each_best_samples_likelihood_on_the_models_tokens(at
     }
     sft = -(alone(BEST[0]) + alone(BEST[2])) / 4
     torch.testing.assert_close(loss["best_answers"] - loss["untrained"], sft, atol=1e-5, rtol=1e-5)
+
+
+def test_with_each_answer_a_best_sample_whose_reason_was_not_paid_is_trained_as_the_answer_alone(tok):
+    """rollout.each_answer's targets: the best sample where the grounding reward paid its
+    reason; elsewhere the best action's text, then the end of the turn."""
+    yes, no = (tok(a, add_special_tokens=False)["input_ids"] for a in ("yes", "no"))
+    because = tok(" because it rained", add_special_tokens=False)["input_ids"]
+    samples = pd.DataFrame(
+        {
+            "group": ["1/a"] * 4 + ["1/b"] * 4,
+            "state_id": ["a"] * 4 + ["b"] * 4,
+            "sample_idx": [0, 1, 2, 3] * 2,
+            "prompt_ids": [[5, 6]] * 8,
+            "completion_ids": [yes + because, yes + because, no + because, no + because] * 2,
+            "model_mask": [[1] * (len(yes) + len(because))] * 8,
+            "reward": [1.0, 1.2, 0.0, 0.0, 0.0, 0.0, 1.0, 0.9],
+            "reason_paid": [0.0, 0.8, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+        }
+    )
+    priced = pd.DataFrame({"state_id": ["a", "a", "b", "b"], "action": ["yes", "no"] * 2,
+                           "reward": [1.0, 0.0, 0.0, 1.0]})  # fmt: skip
+    rows = objective_rows.action_rows(samples, priced, tok, paid_only=True).set_index("group")
+    assert rows.best_ids["1/a"] == [5, 6, *yes, *because]  # its reason paid: trained as sampled
+    assert rows.best_ids["1/b"] == [5, 6, *no, tok.eos_token_id]  # none paid: "no", then the end
+    assert rows.best_mask["1/b"] == [0, 0] + [1] * (len(no) + 1)
+    plain = objective_rows.action_rows(samples, priced, tok).set_index("group")
+    assert plain.best_ids["1/b"] == [5, 6, *no, *because]
