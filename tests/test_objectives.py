@@ -296,3 +296,23 @@ def test_with_each_answer_a_best_sample_whose_reason_was_not_paid_is_trained_as_
     assert rows.best_mask["1/b"] == [0, 0] + [1] * (len(no) + 1)
     plain = objective_rows.action_rows(samples, priced, tok).set_index("group")
     assert plain.best_ids["1/b"] == [5, 6, *no, *because]
+
+
+@pytest.mark.slow
+def test_each_answer_on_the_pairwise_market_runs_every_stage(tmp_path):
+    """configs/signal_claims.yaml's design with the tiny model: rollout writes "A because" and
+    "B because", full_information trains the decision and each paid reason, evaluate runs."""
+    cfg = tiny_config(run="market", market={"states": {"formats": ["pairwise"]}})
+    cfg["model"]["tiny"]["format_warmup_steps"] = 40
+    cfg["rollout"] |= {"each_answer": True, "samples_per_state": 4}
+    cfg["train"] |= {"objective": "full_information", "full_information": {"rationale": "best_answers"}}
+    cfg["grounding"] = {"unsupported_claim_penalty": 0.01, "reason_bonus": 0.01}
+    write_config(tmp_path / "config.yaml", cfg)
+    run("snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml", "--cores", "2", cwd=tmp_path)
+    res = tmp_path / "results" / "market"
+    rolled = pd.read_parquet(res / "rollouts" / "round_1.parquet").sort_values(["state_id", "sample_idx"])
+    led = rolled.completion.str.extract(r"^(A|B) because")[0]
+    assert led.groupby(rolled.state_id).apply(tuple).map(("A", "A", "B", "B").__eq__).all()
+    summary = json.loads((res / "metrics.json").read_text())
+    assert [r["round"] for r in summary["rounds"]] == [0, 1]
+    assert "full_information/p_best" in pd.read_csv(res / "policy" / "round_1" / "train_log.csv")
