@@ -219,15 +219,6 @@ def _check_rules(cfg: dict, environment: bool = True) -> None:
                 f"not {rollout['backend']}"
             )
     train = cfg.get("train", {})
-    if (
-        rollout.get("each_answer")
-        and train
-        and (train["objective"] != "full_information" or train["full_information"]["rationale"] != "best_answers")
-    ):
-        raise HitchhikerError(
-            "config key rollout.each_answer = true writes the answers for the policy: only train.objective "
-            "full_information with train.full_information.rationale best_answers trains from such samples"
-        )
     if rollout.get("each_answer") and "grounding" in cfg and not cfg["grounding"]["reason_bonus"]:
         raise HitchhikerError(
             "config key rollout.each_answer = true trains a reason only where grounding.reason_bonus pays it "

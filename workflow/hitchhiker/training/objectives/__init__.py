@@ -62,5 +62,11 @@ def check(cfg: dict, train_schema: dict, env=None) -> None:
                 f"{' or '.join(sorted(names))}, not {train['objective']} (remove it or set it to "
                 f"{json.dumps(sub['default'])})"
             )
+    written = (cfg.get("rollout") or {}).get("each_answer")
+    if written and not (hasattr(chosen, "reads_written_answers") and chosen.reads_written_answers(train)):
+        raise HitchhikerError(
+            "config key rollout.each_answer = true writes the answers for the policy: only train.objective "
+            "full_information with train.full_information.rationale best_answers trains from such samples"
+        )
     if hasattr(chosen, "check"):
         chosen.check(cfg, env)

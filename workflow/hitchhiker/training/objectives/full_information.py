@@ -12,6 +12,15 @@ from hitchhiker.training.objectives import rows
 
 READS = [("share_prompt",), ("full_information", "rationale")]
 PRICED = True
+
+
+def reads_written_answers(train: dict) -> bool:
+    """Whether samples of rollout.each_answer (the answers written, only the reasons sampled)
+    train this objective: the answer is trained on every action's price, never on a sampled
+    one, and the reason by best_answers where it is on."""
+    return train["full_information"]["rationale"] == "best_answers"
+
+
 NOTHING = None
 
 
