@@ -45,6 +45,15 @@ try:
             file=sys.stderr,
         )
     hh_config.validate(config)
+    # train.accelerate_config from the working directory, or, where it is not there, from
+    # this checkout: the shipped configs/accelerate/*.yaml work from any directory
+    _accel = config["train"]["accelerate_config"]
+    if _accel and not Path(_accel).is_file():
+        if not Path(workflow.basedir, _accel).is_file():
+            raise HitchhikerError(
+                f"config key train.accelerate_config: {_accel} does not exist (here or in {workflow.basedir})"
+            )
+        config["train"]["accelerate_config"] = str(Path(workflow.basedir, _accel))
     preflight.run(config, _use_conda)
     data_step.preflight(config)
 except HitchhikerError as err:

@@ -17,6 +17,8 @@ rule evaluate:
     # the last round's evaluate runs alone (only summarize follows it): both cores of a
     # 2-core laptop (rules/common.smk, Threads); each other round's runs beside a rollout
     threads: lambda w: 2 if int(w.e) == config["rounds"] else 1
+    resources:
+        **config["resources"]["evaluate"],
     params:
         cfg=cfg("evaluate"),
     shell:

@@ -14,6 +14,8 @@ rule rollout:
         f"{RESULTS}/benchmarks/rollout_round_{{r}}.tsv"
     conda:
         "../../envs/rollout.yaml"
+    resources:
+        **config["resources"]["rollout"],
     params:
         cfg=cfg("rollout"),
     shell:

@@ -16,6 +16,8 @@ rule grpo_train:
         f"{RESULTS}/benchmarks/grpo_train_round_{{r}}.tsv"
     conda:
         "../../envs/train.yaml"
+    resources:
+        **config["resources"]["grpo_train"],
     params:
         cfg=cfg("grpo_train"),
         # one process per GPU the job was given, or train.num_processes if more (CPU workers)
