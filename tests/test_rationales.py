@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import tiny_config
 from hitchhiker import config, environments, rationales
@@ -197,3 +199,51 @@ def test_market_reasons_consistent_inconsistent_a_template_and_a_policy_that_ign
     assert (follows == 1).all()
     always_a = scored(env, ["A"] * len(states), states, outcomes)
     assert (env.follows(always_a, scored(env, ["A"] * len(states), changed, outcomes), changed) == 0).all()
+
+
+REASON_PIECES = st.sampled_from(
+    ["A", "B", " ", ", ", ". ", " than ", "AAPL", "MSFT", " rose", " ROSE", " Fell", " gained", " momentum",
+     " weaker", " will", " today", " it", " and ", "up", "Up", "\u212a", "\u00e9", "\u0130", "\n", "1.2%", "lost"]
+)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(st.lists(REASON_PIECES, max_size=8).map("".join), st.none()), min_size=1, max_size=10))
+def test_the_reasons_prefilter_reads_every_answer_that_could_argue(texts):
+    # check_many reads only the answers whose text has a direction word (RE2's scan over the
+    # column); its results must equal reading every answer
+    from hitchhiker.environments.market import prompts, reasons
+
+    prompt = prompts.render("pairwise", ["AAPL", "MSFT"], np.array([[0.01, -0.02, 0.013], [0.0, 0.02, -0.01]]), 3)
+    n = len(texts)
+    valid = np.array([i % 3 != 2 for i in range(n)])
+    weights = [[1.0, 0.0] if i % 2 else [0.0, 1.0] for i in range(n)]
+    formats = ["pairwise" if i % 4 else "listwise" for i in range(n)]
+    got = reasons.check_many(texts, [prompt] * n, [["AAPL", "MSFT"]] * n, weights, valid, formats)
+    every = [
+        reasons._argued(t, prompt, ["AAPL", "MSFT"], w, ok) if f == "pairwise" else (np.nan, np.nan)
+        for t, w, ok, f in zip(texts, weights, valid, formats, strict=True)
+    ]
+    assert np.array_equal(got.to_numpy(), np.array(every, dtype=float).reshape(n, 2), equal_nan=True)
+
+
+TICKER = st.text(alphabet="ABCKLMS1", min_size=1, max_size=4)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(TICKER, min_size=1, max_size=3, unique=True),
+    st.lists(st.one_of(TICKER, st.sampled_from([" ", ".", "-", "_", "(", "\u00e9", "\u212a", "x"])), max_size=10),
+)
+def test_a_clause_names_the_tickers_the_states_own_pattern_finds(names, pieces):
+    # plain tickers are found among the clause's word runs, without compiling the state's
+    # pattern; they must be where that pattern, \b(A|B|name|...)\b, finds them
+    import re
+
+    from hitchhiker.environments.market import reasons
+
+    labels = [chr(ord("A") + i) for i in range(len(names))]
+    clause = "".join(pieces)
+    tokens = [*labels, *names]
+    who = re.compile(r"\b(" + "|".join(map(re.escape, tokens)) + r")\b")
+    assert reasons._mentions(clause, labels, names) == [(m.start(), tokens.index(m[1])) for m in who.finditer(clause)]
