@@ -14,14 +14,14 @@ from conftest import ROOT, run, tiny_config, write_config
 
 pytestmark = pytest.mark.slow  # a real Slurm cluster runs the DAG
 
-# The test cluster has no GPU and little memory: the GPU rules' requests are lowered; every
-# other Slurm setting is the shipped profile's.
+# The test cluster has no GPU and little memory: the GPU stages' requests are lowered in the
+# run's config (its resources section, as a user's would be), the others' on the command line;
+# every other Slurm setting is the shipped profile's.
 CPU_CLUSTER = [
     "--slurm-no-account", "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
-    "--seconds-between-status-checks", "2", "--jobs", "2",
-    "--set-resources", "rollout:gpu=0", "grpo_train:gpu=0", "evaluate:gpu=0",
-    "--default-resources", "mem_mb=1000", "runtime=30",
+    "--seconds-between-status-checks", "2", "--jobs", "2", "--default-resources", "mem_mb=1000", "runtime=30",
 ]  # fmt: skip
+CPU_JOBS = {stage: {"gpu": 0, "mem_mb": 1000, "runtime": 30} for stage in ("rollout", "grpo_train", "evaluate")}
 
 
 def _slurm_jobs(after: int) -> list[tuple[int, str, str]]:
@@ -38,7 +38,7 @@ def test_pipeline_runs_as_slurm_jobs_and_matches_a_local_run(tmp_path):
     slurm, local = tmp_path / "slurm", tmp_path / "local"
     for d in (slurm, local):
         d.mkdir()
-        write_config(d / "config.yaml", tiny_config())
+        write_config(d / "config.yaml", tiny_config(resources=CPU_JOBS))
     cmd = ["snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml"]
     # the local run alongside: the Slurm run spends most of its time waiting on the scheduler
     local_run = subprocess.Popen([str(c) for c in (*cmd, "--cores", "2")], cwd=local, stdout=subprocess.PIPE,
