@@ -48,22 +48,6 @@ def test_recorded_logprobs_are_the_sampling_distribution(tiny):
         assert (r["finish"] == "eos") == bool(eos_at) and (not eos_at or eos_at == [len(r["completion_ids"]) - 1])
 
 
-def test_the_drawn_tokens_follow_each_rows_distribution_at_its_temperature():
-    """RowTemperature draws the sampled batches' tokens itself (inverse CDF, not
-    torch.multinomial): each row from softmax(logits / its temperature), never a token of
-    probability 0, the last vocabulary entry included."""
-    torch.manual_seed(0)
-    logits = torch.tensor([2.0, 0.5, -torch.inf, 1.0, -1.0, -torch.inf])
-    temps, rows = torch.tensor([0.7, 1.3]), 50_000
-    proc = generation.RowTemperature(temps.repeat_interleave(rows), draw=True)
-    scores = proc(torch.zeros(2 * rows, 1, dtype=torch.long), logits.repeat(2 * rows, 1))
-    assert ((scores == 0).sum(1) == 1).all() and (scores == -torch.inf).sum() == 2 * rows * 5  # one token left a row
-    for k, t in enumerate(temps):
-        freq = torch.bincount(scores[k * rows : (k + 1) * rows].argmax(1), minlength=6) / rows
-        assert freq[2] == freq[5] == 0
-        torch.testing.assert_close(freq, torch.softmax(logits / t, 0), atol=0.01, rtol=0)  # 4.5 standard errors
-
-
 def test_sampling_is_seeded_and_greedy_is_deterministic(tiny):
     model, tok, ids = tiny
     a = generation.transformers_generate(model, tok, ids, [0.7] * 5, 2, 6, 5, seed=3)

@@ -29,25 +29,16 @@ from hitchhiker import cli
 
 
 class RowTemperature(LogitsProcessor):
-    """Scale each row's logits by its own temperature, draw the next token, and record the
-    drawn tokens' logprobs.
+    """Scale each row's logits by its own temperature and record the sampled tokens' logprobs.
 
     transformers' ``generate`` takes one temperature per call; the design draws one per
-    state, so this processor applies it per row. It is last in the processor list. With
-    ``draw`` (a sampled batch, which generate then decodes greedily), it draws each row's token
-    from the softmax of the scaled logits itself and returns scores that leave only that
-    token. At step t it sees the token chosen at step t-1 (``input_ids[:, -1]``) and reads
-    that token's logprob from the previous step.
-
-    It draws by inverse CDF (one uniform a row, a cumulative sum, a binary search) because
-    torch.multinomial draws one sample on the CPU as argmax(p / q) with q an exponential
-    variate for every vocabulary entry: at SmolLM2's 49,152 tokens and 64 rows that was 51 ms
-    a step, 19% of generate's time.
+    state, so this processor applies it per row. It is last in the processor list, so the
+    scores it returns are the ones sampled from: at step t it sees the token chosen at
+    step t-1 (``input_ids[:, -1]``) and reads that token's logprob from the previous step.
     """
 
-    def __init__(self, temperatures: torch.Tensor, draw: bool):
+    def __init__(self, temperatures: torch.Tensor):
         self.temps = temperatures[:, None]
-        self.draw = draw
         self.prev: torch.Tensor | None = None
         self.logps: list[torch.Tensor] = []
 
@@ -56,15 +47,7 @@ class RowTemperature(LogitsProcessor):
             self.logps.append(self.prev.gather(1, input_ids[:, -1:]).squeeze(1))
         scores = scores / self.temps
         self.prev = torch.log_softmax(scores.float(), dim=-1)
-        if not self.draw:
-            return scores
-        cdf = self.prev.exp().cumsum(-1)
-        total = cdf[:, -1:].contiguous()
-        u = torch.rand(total.shape, device=cdf.device) * total
-        # the first entry whose cumulative probability exceeds u (never one of probability 0,
-        # whose sum equals the entry before it), at most the last entry of positive probability
-        token = torch.minimum(torch.searchsorted(cdf, u, right=True), torch.searchsorted(cdf, total))
-        return torch.full_like(scores, -torch.inf).scatter_(1, token, 0.0)
+        return scores
 
     def finish(self, sequences: torch.Tensor) -> torch.Tensor:
         self.logps.append(self.prev.gather(1, sequences[:, -1:]).squeeze(1))
@@ -230,15 +213,16 @@ def transformers_generate(
     def decode(idx, ids, mask, cache, n_per: int) -> None:
         sampling = bool(sampled[idx[0]])
         temps = torch.tensor([temperatures[i] for i in idx], device=device).repeat_interleave(n_per)
-        proc = RowTemperature(torch.where(temps > 0, temps, torch.ones_like(temps)), draw=sampling)
+        proc = RowTemperature(torch.where(temps > 0, temps, torch.ones_like(temps)))
         out = model.generate(
             input_ids=ids.repeat_interleave(n_per, 0),
             attention_mask=mask.repeat_interleave(n_per, 0),
             past_key_values=cache,
-            # greedy over what the processor leaves: in a sampled batch, the token it drew
-            # from the untruncated distribution at the row's temperature
-            do_sample=False,
+            do_sample=sampling,
             max_new_tokens=max_new_tokens,
+            # untruncated sampling (the processor applies each row's temperature); greedy
+            # decoding takes none of these, and transformers warns about any given to it
+            **(dict(temperature=1.0, top_k=0, top_p=1.0) if sampling else {}),
             logits_processor=LogitsProcessorList([proc]),
             pad_token_id=pad,
             eos_token_id=list(eos_ids),
