@@ -271,9 +271,9 @@ def test_the_rationale_adds_each_best_samples_likelihood_on_the_models_tokens(at
     torch.testing.assert_close(loss["best_answers"] - loss["untrained"], sft, atol=1e-5, rtol=1e-5)
 
 
-def test_with_each_answer_a_best_sample_whose_reason_was_not_paid_is_trained_as_the_answer_alone(tok):
+def test_with_each_answer_a_best_sample_whose_reason_was_not_paid_is_not_trained(tok):
     """rollout.each_answer's targets: the best sample where the grounding reward paid its
-    reason; elsewhere the best action's text, then the end of the turn."""
+    reason; elsewhere none (the answer word is full_information's action term's alone)."""
     yes, no = (tok(a, add_special_tokens=False)["input_ids"] for a in ("yes", "no"))
     because = tok(" because it rained", add_special_tokens=False)["input_ids"]
     samples = pd.DataFrame(
@@ -292,8 +292,8 @@ def test_with_each_answer_a_best_sample_whose_reason_was_not_paid_is_trained_as_
                            "reward": [1.0, 0.0, 0.0, 1.0]})  # fmt: skip
     rows = objective_rows.action_rows(samples, priced, tok, paid_only=True).set_index("group")
     assert rows.best_ids["1/a"] == [5, 6, *yes, *because]  # its reason paid: trained as sampled
-    assert rows.best_ids["1/b"] == [5, 6, *no, tok.eos_token_id]  # none paid: "no", then the end
-    assert rows.best_mask["1/b"] == [0, 0] + [1] * (len(no) + 1)
+    assert rows.best_ids["1/b"] == [] and rows.best_mask["1/b"] == []  # none paid: no target
+    assert rows.action_ids["1/b"] == [yes, no] and rows.rewards["1/b"] == [0.0, 1.0]  # the answer still priced
     plain = objective_rows.action_rows(samples, priced, tok).set_index("group")
     assert plain.best_ids["1/b"] == [5, 6, *no, *because]
 

@@ -62,26 +62,23 @@ def action_rows(samples: pd.DataFrame, priced: pd.DataFrame, tokenizer, paid_onl
     (action_ids, in the order of ``priced``), the actions' rewards, and the group's best
     sample above its mean as best_answers gives it (best_ids, best_mask; empty where none).
     ``priced`` is the environment's action_rewards of the groups' states. With
-    ``paid_only`` (rollout.each_answer), a best sample whose reason the grounding
-    reward did not pay (reason_paid 0: it argues for nothing, or from what does not hold) is
-    replaced by the best action alone, then the end of the turn: where no sampled reason
-    holds, the target says none rather than an unchecked one."""
+    ``paid_only`` (rollout.each_answer), only a best sample whose reason the grounding reward
+    paid (reason_paid > 0) is kept: elsewhere the group has no best sample, and what follows
+    its answer word is left untrained. Trained as the answer alone then the end of the turn
+    (until 2026-12-03), the 81% of weather days without a paid reason taught the bare answer:
+    greedy answers were bare on every seed and seed 1 gave a reason in 4.4% of its sampled
+    answers; trained as their best unpaid sample, they taught the commonest unpaid reason
+    ("yes because it will rain tomorrow", SmolLM2's first weather rollout)."""
     first = samples.sort_values(["group", "sample_idx"]).groupby("group", sort=True).head(1).set_index("group")
     best = best_answers(samples).set_index("group")
+    if paid_only:
+        paid = samples.set_index(["group", "sample_idx"])["reason_paid"].fillna(0.0)
+        best = best[[paid[(g, i)] > 0 for g, i in zip(best.index, best["sample_idx"], strict=True)]]
     ids = {a: tokenizer(a, add_special_tokens=False)["input_ids"] for a in priced["action"].unique()}
     by_state = {
         sid: (list(rows["action"]), [float(r) for r in rows["reward"]]) for sid, rows in priced.groupby("state_id")
     }
     best_ids, best_mask = best["input_ids"].to_dict(), best["completion_mask"].to_dict()
-    if paid_only:
-        paid = samples.set_index(["group", "sample_idx"])["reason_paid"].fillna(0.0)
-        for g in best.index:
-            if paid[(g, best.at[g, "sample_idx"])] > 0:
-                continue
-            actions, rewards = by_state[first.at[g, "state_id"]]
-            bare = ids[actions[rewards.index(max(rewards))]] + [tokenizer.eos_token_id]
-            prompt = list(first.at[g, "prompt_ids"])
-            best_ids[g], best_mask[g] = prompt + bare, [0] * len(prompt) + [1] * len(bare)
     return pd.DataFrame(
         {
             "group": first.index,
