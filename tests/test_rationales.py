@@ -84,12 +84,17 @@ def test_weather_consistent_inconsistent_and_unargued_reasons(weather):
         assert (got["reason_consistency"] == consistency).all()
         assert (got["reason_supported"] == supported).all()
         assert (got["rain_statement"] == 1 - supported).all() and (got["unsupported_claims"] == 1 - supported).all()
-    # today's line recited argues what it shows (persistence), true, and on every answer a template
+    # today's line recited: true, checked, a template on every answer, and no argument
     got = scored(WEATHER, recital, states, outcomes)
-    assert (got["reason_consistency"] == np.where(wet, 1, -1)).all() and (got["unsupported_claims"] == 0).all()
-    assert (got["reason_supported"] == 1).all()
+    assert (got["reason_consistency"] == 0).all() and (got["unsupported_claims"] == 0).all()
+    assert (got["reason_supported"] == 1).all() and rationales.paid(got).max() == 0
     rates = rationales.indicators(got)
-    assert rates["template_rate"].mean() == 1 and rates["consistent_rate"].mean() == wet.mean()
+    assert rates["template_rate"].mean() == 1 and rates["no_argument_rate"].mean() == 1
+    # a recital with its rain changed does not hold; an argument beside a recital still argues
+    flipped = [f"yes {p.splitlines()[-2].replace(' mm', '1 mm', 1)}" for p in states["prompt"]]
+    assert (scored(WEATHER, flipped, states, outcomes)["reason_supported"] == 0).any()
+    both = [f"{r}. it rained today" if w else f"{r}. today was dry" for r, w in zip(recital, wet, strict=True)]
+    assert (scored(WEATHER, both, states, outcomes)["reason_consistency"] == np.where(wet, 1, -1)).all()
     bare = scored(WEATHER, ["yes"] * len(states), states, outcomes)  # no reason: argues nothing
     assert rationales.indicators(bare)["no_argument_rate"].mean() == 1
 

@@ -11,19 +11,20 @@ statement      a clause that says it rained or it was dry: rain words (rain, rai
                "yesterday") or, naming none, the days shown ("the last N days": those). A
                clause about tomorrow (tomorrow, will, likely, chance, forecast, expect) is
                the forecast itself, not evidence. A clause in the prompt's own line form
-               ("2015-03-04: rain 3.3 mm") says that day's rain as plainly as "it rained on
-               March 4" does and counts the same (its figures are checked too): a policy
-               that recites today's line on every answer argues persistence, and the
-               template share (rationales.py) is what tells that it always recites.
+               ("2015-03-04: rain 3.3 mm") is a recital: it is checked (it holds, its
+               figures are shown) but argues for nothing, as a copied figure earns nothing
+               (docs/evaluation.md). Read as an argument, SmolLM2 trained on the reasons it
+               paid recited today's line in 46% of its answers (weather_claims seed 1 at
+               3d5bd5c): a third of the paid reasons were that copy.
 holds          a statement about one day holds when that day rained (precipitation above
                rain_mm) and it says rain, or did not and it says dry; about several days,
                "rain" holds when any of them rained and "dry" when none did. A reason is
                supported (reason_supported) when every statement holds and the answer makes
                no unsupported claim of any kind.
 argues for     "yes" for a rain statement, "no" for a dry one (persistence: tomorrow as the
-               evidence). The statements about the latest day named decide; without one,
-               those about the days shown, when they agree. Statements that disagree argue
-               for nothing.
+               evidence), recitals left out. The statements about the latest day named
+               decide; without one, those about the days shown, when they agree. Statements
+               that disagree argue for nothing.
 claims         besides the shared rules of environments/claims.py (a figure not shown, wrong
                arithmetic, a day not shown: weekdays and dates of the days shown and of
                tomorrow are shown), a statement that does not hold is an unsupported claim
@@ -70,6 +71,7 @@ _RAIN = re.compile(r"\b(?:rain\w*|wet|showers?|drizzl\w*|precipitation|storm\w*|
 _MM = re.compile(r"(?<!than )(\d+(?:\.\d+)?)\s*mm\b")  # not the question's threshold ("more than 0 mm")
 _TODAY = re.compile(r"\b(?:today|this (?:morning|afternoon|evening)|tonight|currently|right now)\b")
 _YESTERDAY = re.compile(r"\byesterday\b")
+_RECITAL = re.compile(r"\d{4}-\d\d-\d\d\s*:\s*(?:rain\s*)?-?\d+(?:\.\d+)?\s*mm\b")  # a line's opening, copied
 _ISO = re.compile(r"\b(\d{4}-\d\d-\d\d)\b")
 _WEEKDAY = re.compile(r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b")
 _MONTH_DAY = re.compile(rf"\b((?:{claims.MONTHS.lower()})\s+\d{{1,2}})(?:st|nd|rd|th)?\b")
@@ -117,9 +119,9 @@ def _ordinal(n: int) -> str:
     return "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
 
 
-def statements(reason: str, ref: Shown) -> list[tuple[int | None, bool, bool]]:
+def statements(reason: str, ref: Shown) -> list[tuple[int | None, bool, bool, bool]]:
     """Each statement of ``reason`` (lower case): (the day's position, None for several days;
-    whether it says rain; whether it holds)."""
+    whether it says rain; whether it holds; whether it is a recital of a line)."""
     out = []
     wet = ref.rain > ref.rain_mm
     last = len(wet) - 1
@@ -150,18 +152,19 @@ def statements(reason: str, ref: Shown) -> list[tuple[int | None, bool, bool]]:
             if back and back[2].lower() == "day":
                 days = slice(max(0, last + 1 - int(back[1])), last + 1)
         holds = (bool(wet[day]) if day is not None else bool(wet[days].any())) == rain
-        out.append((day, rain, holds))
+        out.append((day, rain, holds, bool(_RECITAL.search(clause))))
     return out
 
 
-def argues(said: list[tuple[int | None, bool, bool]]) -> str | None:
-    """The answer the statements argue for: those about the latest day named, else those
-    about several days, when they agree; None where none or they disagree."""
+def argues(said: list[tuple[int | None, bool, bool, bool]]) -> str | None:
+    """The answer the statements argue for, recitals left out: those about the latest day
+    named, else those about several days, when they agree; None where none or they disagree."""
+    said = [s for s in said if not s[3]]
     dated = [s for s in said if s[0] is not None]
     if dated:
         latest = max(s[0] for s in dated)
         said = [s for s in dated if s[0] == latest]
-    says = {rain for _, rain, _ in said}
+    says = {s[1] for s in said}
     return None if len(says) != 1 else ("yes" if says.pop() else "no")
 
 
@@ -186,10 +189,10 @@ def check_many(completions: pd.Series, prompts: list[str], answers: pd.Series) -
     for text, prompt, answer in zip(texts, prompts, answers.tolist(), strict=True):
         reason = text.lower().split(None, 1)[1:]  # after the answer's first word
         said = statements(reason[0], shown(prompt)) if reason else []
-        rain.append(sum(not holds for *_, holds in said))
+        rain.append(sum(not s[2] for s in said))
         side = argues(said)
         consistency.append(np.nan if pd.isna(answer) else 0.0 if side is None else 1.0 if side == answer else -1.0)
-        supported.append(np.nan if not said else float(all(holds for *_, holds in said)))
+        supported.append(np.nan if not said else float(all(s[2] for s in said)))
     out = out.assign(rain_statement=rain, reason_consistency=consistency)
     # a supported reason: every statement holds and the answer makes no unsupported claim
     clean = out[list(KINDS)].sum(axis=1) == 0
