@@ -228,11 +228,17 @@ def test_dynamic_sampling_runs_every_stage_of_the_dag(before_training, tmp_path)
     assert len(table) == 4 + 2 and table[-1].startswith(f"| 2 | {summary['rollout_groups'][1]['groups']} | ")
 
 
-BEST = [  # BATCH with best samples: the first's middle token an environment's (mask 0), none for the second
-    {**BATCH[0], "best_ids": BATCH[0]["prompt_ids"] + [9, 3, 4], "best_mask": [0] * 5 + [1, 0, 1]},
+BEST = [  # BATCH with trained samples: the first's two (one's middle token an environment's, mask 0),
+    # none for the second, one for the third
+    {
+        **BATCH[0],
+        "best_ids": [BATCH[0]["prompt_ids"] + [9, 3, 4], BATCH[0]["prompt_ids"] + [8, 2]],
+        "best_mask": [[0] * 5 + [1, 0, 1], [0] * 6 + [1]],
+    },
     {**BATCH[1], "best_ids": [], "best_mask": []},
-    {**BATCH[2], "best_ids": BATCH[2]["prompt_ids"] + [6, 7], "best_mask": [0] * 7 + [1, 1]},
+    {**BATCH[2], "best_ids": [BATCH[2]["prompt_ids"] + [6, 7]], "best_mask": [[0] * 7 + [1, 1]]},
 ]
+TRAINED = [(x["best_ids"][i], x["best_mask"][i]) for x in BEST for i in range(len(x["best_ids"]))]
 
 
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
@@ -244,22 +250,22 @@ def test_the_rationale_adds_each_best_samples_likelihood_on_the_models_tokens(at
     model = _llama()
     model.config._attn_implementation = attn
 
-    def alone(x):  # the trained tokens' log-likelihood, from one unpadded forward pass of the row
-        logp = torch.log_softmax(model(input_ids=torch.tensor([x["best_ids"]])).logits.float(), -1)[0]
-        return sum(logp[i - 1, t] for i, (t, m) in enumerate(zip(x["best_ids"], x["best_mask"], strict=True)) if m)
+    def alone(ids, mask):  # the trained tokens' log-likelihood, from one unpadded forward pass of the row
+        logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits.float(), -1)[0]
+        return sum(logp[i - 1, t] for i, (t, m) in enumerate(zip(ids, mask, strict=True)) if m)
 
     actions = [_alone(model, x["prompt_ids"], a) for x in BEST for a in x["action_ids"]]
-    expected = torch.stack([*actions, alone(BEST[0]), alone(BEST[2])])
+    expected = torch.stack([*actions, *(alone(*t) for t in TRAINED)])
     grads = {}
     for share in (True, False):
         model.zero_grad()
         logps, owner = action_logps(model, BEST, share_prompt=share, eager=attn == "eager", best=True)
-        assert owner == [0, 0, 1, 1, 1, 2, 2, 0, 2]  # the actions, then the best samples
+        assert owner == [0, 0, 1, 1, 1, 2, 2, 0, 0, 2]  # the actions, then the trained samples
         torch.testing.assert_close(logps, expected, atol=1e-5, rtol=1e-5)
         (logps * torch.linspace(0.5, 1.5, len(logps))).sum().backward()
         grads[share] = torch.cat([p.grad.flatten() for p in model.parameters()])
     torch.testing.assert_close(grads[True], grads[False], atol=1e-5, rtol=1e-4)
-    # the trainer adds best_answers' loss: the mean negative log-likelihood of the 4 trained tokens
+    # the trainer adds best_answers' loss: the mean negative log-likelihood of the 5 trained tokens
     args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[])
     loss = {
         rationale: FullInformationTrainer(model=model, args=args, share_prompt=True, rationale=rationale).compute_loss(
@@ -267,35 +273,49 @@ def test_the_rationale_adds_each_best_samples_likelihood_on_the_models_tokens(at
         )
         for rationale in ("untrained", "best_answers")
     }
-    sft = -(alone(BEST[0]) + alone(BEST[2])) / 4
+    sft = -sum(alone(*t) for t in TRAINED) / 5
     torch.testing.assert_close(loss["best_answers"] - loss["untrained"], sft, atol=1e-5, rtol=1e-5)
 
 
-def test_with_each_answer_a_best_sample_whose_reason_was_not_paid_is_not_trained(tok):
-    """rollout.each_answer's targets: the best sample where the grounding reward paid its
-    reason; elsewhere none (the answer word is full_information's action term's alone)."""
+def test_with_each_answer_each_answers_best_paid_reason_is_trained_after_its_answer_word(tok):
+    """rollout.each_answer's targets: per answer, its best sample whose reason the grounding
+    reward paid, trained after the answer word (the answer is full_information's action
+    term's alone), whether or not the record paid that answer; an answer with no paid reason
+    has none."""
     yes, no = (tok(a, add_special_tokens=False)["input_ids"] for a in ("yes", "no"))
     because = tok(" because it rained", add_special_tokens=False)["input_ids"]
+    dry = tok(" because it was dry", add_special_tokens=False)["input_ids"]
     samples = pd.DataFrame(
         {
             "group": ["1/a"] * 4 + ["1/b"] * 4,
             "state_id": ["a"] * 4 + ["b"] * 4,
             "sample_idx": [0, 1, 2, 3] * 2,
             "prompt_ids": [[5, 6]] * 8,
-            "completion_ids": [yes + because, yes + because, no + because, no + because] * 2,
-            "model_mask": [[1] * (len(yes) + len(because))] * 8,
-            "reward": [1.0, 1.2, 0.0, 0.0, 0.0, 0.0, 1.0, 0.9],
-            "reason_paid": [0.0, 0.8, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            "completion_ids": [yes + because, yes + because, no + dry, no + because] * 2,
+            "model_mask": [[1] * (len(yes) + len(because))] * 2
+            + [[1] * (len(no) + len(dry))]
+            + [[1] * (len(no) + len(because))]
+            + [[1] * (len(yes) + len(because))] * 2
+            + [[1] * (len(no) + len(dry))]
+            + [[1] * (len(no) + len(because))],
+            "reward": [1.0, 1.2, 0.1, 0.0, 0.0, 0.0, 1.0, 0.9],
+            "reason_paid": [0.5, 0.8, 0.4, 0.0, 0.0, 0.0, 0.0, 0.0],
         }
     )
     priced = pd.DataFrame({"state_id": ["a", "a", "b", "b"], "action": ["yes", "no"] * 2,
                            "reward": [1.0, 0.0, 0.0, 1.0]})  # fmt: skip
     rows = objective_rows.action_rows(samples, priced, tok, paid_only=True).set_index("group")
-    assert rows.best_ids["1/a"] == [5, 6, *yes, *because]  # its reason paid: trained as sampled
+    # state a: "yes" paid twice (the higher reward trained), and the unpaid answer's paid reason too
+    assert sorted(rows.best_ids["1/a"]) == sorted([[5, 6, *yes, *because], [5, 6, *no, *dry]])
+    for ids, mask in zip(rows.best_ids["1/a"], rows.best_mask["1/a"], strict=True):
+        answer = yes if ids[2 : 2 + len(yes)] == yes else no
+        assert mask == [0] * (2 + len(answer)) + [1] * (len(ids) - 2 - len(answer))  # after the answer word
     assert rows.best_ids["1/b"] == [] and rows.best_mask["1/b"] == []  # none paid: no target
     assert rows.action_ids["1/b"] == [yes, no] and rows.rewards["1/b"] == [0.0, 1.0]  # the answer still priced
     plain = objective_rows.action_rows(samples, priced, tok).set_index("group")
-    assert plain.best_ids["1/b"] == [5, 6, *no, *because]
+    assert plain.best_ids["1/b"] == [[5, 6, *no, *dry]] and plain.best_mask["1/b"] == [
+        [0, 0] + [1] * (len(no) + len(dry))
+    ]
 
 
 @pytest.mark.slow

@@ -23,15 +23,16 @@ every pairwise state); the cross-entropy's is largest there.
 What it leaves untrained: every token after the first answer word (the rationale, the end of
 the answer) gets no gradient of its own; it moves only as far as the shared weights carry it.
 With train.full_information.rationale = best_answers, the best_answers loss (hitchhiker/
-objectives/rows.py: each group's best sample above its mean, the model's tokens) is added to
-the action's, so the rationale learns from the samples that earned the most.
+objectives/rows.py: each group's best sample above its mean, the model's tokens; with
+rollout.each_answer, each answer's best paid reason after its answer word) is added to the
+action's, so the rationale learns from the samples that earned the most.
 No sampled completion is read, so no behaviour policy needs correcting (no importance
 sampling) and there is no reference policy (no KL term). TRL has no such objective: this is
 a transformers Trainer with its own compute_loss, so checkpoints, resumption, LoRA,
 accelerate and DeepSpeed are the Trainer's.
 
 With share_prompt (train.share_prompt, on by default) each state's prompt is computed once
-and its K actions (and, with the rationale trained, its best sample) attend to it
+and its K actions (and, with the rationale trained, its best samples) attend to it
 (hitchhiker.training.shared_prompt's packing); off, each (state, action) and each best sample is its
 own row. Either way the LM head runs at the completions' positions only.
 """
@@ -46,15 +47,15 @@ from hitchhiker.training import shared_prompt
 
 def _rows(batch: list[dict], device, best: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
     """Every (state, action) as a row: prompt left-padded, action right-padded (TRL's layout);
-    with ``best``, then each state's best sample where it has one (objectives.rows.best_answers),
-    its completion labelled on the model's own tokens (best_mask). Returns input_ids,
+    with ``best``, then each of the state's samples the rationale trains (objectives.rows.action_rows'
+    best_ids), its completion labelled on the tokens its best_mask marks. Returns input_ids,
     attention_mask, the labels (IGNORE past each completion's end and off the model's
     tokens) and each row's state."""
     rows = [(x["prompt_ids"], a, a, s) for s, x in enumerate(batch) for a in x["action_ids"]]
     for s, x in enumerate(batch if best else []):
-        if x["best_ids"]:  # the same group's prompt, then its completion
-            p = len(x["prompt_ids"])
-            c, trained = x["best_ids"][p:], x["best_mask"][p:]
+        p = len(x["prompt_ids"])
+        for full, mask in zip(x["best_ids"], x["best_mask"], strict=True):  # the group's prompt, then a completion
+            c, trained = full[p:], mask[p:]
             rows.append(
                 (x["prompt_ids"], c, [i if m else shared_prompt.IGNORE for i, m in zip(c, trained, strict=True)], s)
             )
@@ -166,7 +167,7 @@ class FullInformationTrainer(Trainer):
         if rationale:
             # best_answers' loss (SFTTrainer's completion-only loss): the mean negative
             # log-likelihood over every trained token of the batch's best samples
-            sft = -logps[k:].sum() / sum(sum(x["best_mask"]) for x in rows)
+            sft = -logps[k:].sum() / sum(sum(m) for x in rows for m in x["best_mask"])
             loss = loss + sft
             stats["best_answers_loss"] = float(sft.detach())
         self._seen.append(stats)

@@ -57,35 +57,60 @@ def best_answers(samples: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def paid_reasons(samples: pd.DataFrame, answer_ids: list[list[int]]) -> pd.DataFrame:
+    """rollout.each_answer's reason targets: for each group and each answer written (the
+    completion starts with its ids), the best sample (highest reward, then lowest index) among
+    those whose reason the grounding reward paid (reason_paid > 0), trained after the answer
+    word only: the answer is full_information's action term's alone, so the reason after an
+    answer the record did not pay is trained too (SmolLM2 at 1b71013, trained on the right
+    answer's reasons only, gave "because of the rain" after "no" on dry days: 19% of its
+    answers stated rain that did not fall). Columns as best_answers'."""
+    paid = samples[samples["reason_paid"].fillna(0.0) > 0]
+    lead = [
+        next((len(a) for a in answer_ids if list(c[: len(a)]) == a), 0) for c in paid["completion_ids"]
+    ]  # the answer word's tokens, 0 where none leads (then nothing is masked)
+    paid = paid.assign(answer=[str(list(c[:n])) for c, n in zip(paid["completion_ids"], lead, strict=True)], lead=lead)
+    best = paid.sort_values(["group", "answer", "reward", "sample_idx"], ascending=[True, True, False, True])
+    best = best.groupby(["group", "answer"], sort=True).head(1)
+    return pd.DataFrame(
+        {
+            "group": best["group"].to_numpy(),
+            "input_ids": [list(p) + list(c) for p, c in zip(best["prompt_ids"], best["completion_ids"], strict=True)],
+            "completion_mask": [
+                [0] * (len(p) + n) + list(m[n:])
+                for p, m, n in zip(best["prompt_ids"], best["model_mask"], best["lead"], strict=True)
+            ],
+            "sample_idx": best["sample_idx"].to_numpy(),
+            "reward": best["reward"].to_numpy(),
+        }
+    )
+
+
 def action_rows(samples: pd.DataFrame, priced: pd.DataFrame, tokenizer, paid_only: bool = False) -> pd.DataFrame:
     """One row per group: its prompt_ids, every priced action's answer text as token ids
-    (action_ids, in the order of ``priced``), the actions' rewards, and the group's best
-    sample above its mean as best_answers gives it (best_ids, best_mask; empty where none).
-    ``priced`` is the environment's action_rewards of the groups' states. With
-    ``paid_only`` (rollout.each_answer), only a best sample whose reason the grounding reward
-    paid (reason_paid > 0) is kept: elsewhere the group has no best sample, and what follows
-    its answer word is left untrained. Trained as the answer alone then the end of the turn
-    (until 2026-12-03), the 81% of weather days without a paid reason taught the bare answer:
-    greedy answers were bare on every seed and seed 1 gave a reason in 4.4% of its sampled
-    answers; trained as their best unpaid sample, they taught the commonest unpaid reason
-    ("yes because it will rain tomorrow", SmolLM2's first weather rollout)."""
+    (action_ids, in the order of ``priced``), the actions' rewards, and the group's samples
+    the rationale trains (best_ids, best_mask: a list of them, empty where none): its best
+    sample above its mean as best_answers gives it, or with ``paid_only``
+    (rollout.each_answer) each answer's best paid reason (paid_reasons). Elsewhere what
+    follows the answer word is left untrained: trained as the answer alone then the end of
+    the turn (until 2026-12-03), the 81% of weather days without a paid reason taught the
+    bare answer (greedy answers bare on every seed); trained as their best unpaid sample,
+    they taught the commonest unpaid reason ("yes because it will rain tomorrow").
+    ``priced`` is the environment's action_rewards of the groups' states."""
     first = samples.sort_values(["group", "sample_idx"]).groupby("group", sort=True).head(1).set_index("group")
-    best = best_answers(samples).set_index("group")
-    if paid_only:
-        paid = samples.set_index(["group", "sample_idx"])["reason_paid"].fillna(0.0)
-        best = best[[paid[(g, i)] > 0 for g, i in zip(best.index, best["sample_idx"], strict=True)]]
     ids = {a: tokenizer(a, add_special_tokens=False)["input_ids"] for a in priced["action"].unique()}
+    best = paid_reasons(samples, list(ids.values())) if paid_only else best_answers(samples)
+    best_ids = best.groupby("group")["input_ids"].agg(list).to_dict()
+    best_mask = best.groupby("group")["completion_mask"].agg(list).to_dict()
     by_state = {
         sid: (list(rows["action"]), [float(r) for r in rows["reward"]]) for sid, rows in priced.groupby("state_id")
     }
-    best_ids, best_mask = best["input_ids"].to_dict(), best["completion_mask"].to_dict()
     return pd.DataFrame(
         {
             "group": first.index,
             "prompt_ids": [list(p) for p in first["prompt_ids"]],
             "action_ids": [[ids[a] for a in by_state[sid][0]] for sid in first["state_id"]],
             "rewards": [by_state[sid][1] for sid in first["state_id"]],
-            # the group's best sample above its mean (best_answers), empty where none
             "best_ids": [best_ids.get(g, []) for g in first.index],
             "best_mask": [best_mask.get(g, []) for g in first.index],
         }
