@@ -442,7 +442,8 @@ def test_the_two_claims_design_runs_through_the_dag(tmp_path):
     led = rolled.completion.str.extract(r"^(yes|no) because")[0]
     assert led.groupby(rolled.state_id).apply(tuple).map(("yes", "yes", "no", "no").__eq__).all()
     assert rolled.model_mask.map(lambda m: all(m)).all() and rolled.logprobs.map(lambda x: x[0] == 0.0).all()
-    assert "full_information on 8 groups" in (res / "logs" / "grpo_train_round_1.log").read_text()
+    train_log = (res / "logs" / "grpo_train_round_1.log").read_text()
+    assert "full_information on 8 groups" in train_log
     before, after = (load_file(res / "policy" / f"round_{r}" / "model" / "model.safetensors") for r in (0, 1))
     assert any(not (before[k] == after[k]).all() for k in before)
     log = pd.read_csv(res / "policy" / "round_1" / "train_log.csv")
@@ -453,6 +454,10 @@ def test_the_two_claims_design_runs_through_the_dag(tmp_path):
     bonus = scores.reward - (scores.environment_reward - 0.1 * scores.unsupported_claims)
     good = scores.reason_consistency.eq(1) & scores.reason_supported.eq(1)
     assert (bonus[~good].abs() < 1e-9).all() and (bonus[good] >= 0).all()
+    # the rationale trains one sample per state and answer whose reason was paid, as its log says
+    paid = scores[scores.reason_paid > 0].merge(rolled, on=["state_id", "sample_idx"])
+    trained = paid.groupby(["state_id", paid.completion.str.split().str[0]]).ngroups
+    assert f"the rationale trains {trained} samples of 8 groups" in train_log
     preds = pd.read_parquet(res / "eval" / "round_1" / "predictions.parquet")
     assert preds.changed_completion.notna().all() and set(preds.follows.dropna()) <= {0.0, 1.0}
     summary = json.loads((res / "metrics.json").read_text())
