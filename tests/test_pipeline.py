@@ -65,12 +65,43 @@ def pipeline(tmp_path_factory):
 
 def test_the_torch_stages_say_the_threads_snakemake_gave_them(pipeline):
     # Snakemake exports OMP_NUM_THREADS=1, and 2 to base_model and the last round's evaluate,
-    # which run alone (workflow/rules/common.smk, Threads)
+    # which run alone (workflow/rules/common.smk, Threads); a round's rollout and grpo_train
+    # take the run's 2 once the previous round's evaluate beside them is done, and say so
     _, res = pipeline
-    for log, threads in [("base_model", 2), ("rollout_round_1", 1), ("grpo_train_round_1", 1),
-                         ("evaluate_round_1", 1), ("evaluate_round_2", 2)]:  # fmt: skip
+    for log, threads in [("base_model", 2), ("evaluate_round_1", 1), ("evaluate_round_2", 2)]:
         last = (res / "logs" / f"{log}.log").read_text().splitlines()[-1]
         assert last.endswith(f", {threads} CPU thread(s)"), last
+    for log in ("rollout_round_1", "grpo_train_round_1", "rollout_round_2", "grpo_train_round_2"):
+        text = (res / "logs" / f"{log}.log").read_text()
+        took = "the job beside it is done: 2 CPU threads after" in text
+        assert text.splitlines()[-1].endswith(f", {2 if took else 1} CPU thread(s)"), log
+
+
+def test_a_job_beside_the_previous_evaluate_takes_the_runs_cores_once_it_is_done(tmp_path, monkeypatch):
+    import torch
+
+    from hitchhiker import cli
+
+    threads = torch.get_num_threads()
+    done = tmp_path / "eval" / "round_1" / "metrics.json"
+    monkeypatch.setenv("HITCHHIKER_CORES_AFTER", str(done))
+    monkeypatch.setenv("HITCHHIKER_RUN_CORES", "2")
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    try:
+        torch.set_num_threads(1)
+        progress = cli.Progress(8, "steps")
+        progress.update(3)
+        assert torch.get_num_threads() == 1  # still running beside it
+        done.parent.mkdir(parents=True)
+        done.write_text("{}")
+        progress.update(4)
+        assert torch.get_num_threads() == min(2, len(os.sched_getaffinity(0)))
+        monkeypatch.setenv("HITCHHIKER_RUN_CORES", "1")  # a run given one core keeps one
+        torch.set_num_threads(1)
+        cli.Progress(8, "steps").update(1)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_no_stage_log_warns_of_a_gpu_it_could_not_find(pipeline):

@@ -45,13 +45,32 @@ class Progress:
     def __init__(self, total: int, unit: str):
         self.total, self.unit, self.started, self.said = total, unit, time.monotonic(), False
         self.term = _console() if os.environ.get("RANK", "0") == "0" else None
+        self.beside = os.environ.get("HITCHHIKER_CORES_AFTER")  # None once looked at
+        self.update(0)
 
     def update(self, done: int) -> None:
+        if self.beside and Path(self.beside).exists():
+            self._take_the_cores(done)
         if self.term is None or self.said or not 2 * done >= self.total > done:
             return
         self.said = True
         seconds = time.monotonic() - self.started
         self.term.write(f"hitchhiker: {_job_name(None)}: {done} of {self.total} {self.unit} in {seconds:.0f} s\n")
+
+    def _take_the_cores(self, done: int) -> None:
+        """The job Snakemake ran this one beside (the previous round's evaluate, whose last
+        output HITCHHIKER_CORES_AFTER names) is done, and nothing else of the run starts
+        before this one ends: torch takes the run's cores (HITCHHIKER_RUN_CORES, at most this
+        process's), where Snakemake gave the job one (rules/common.smk, Threads). Not in one
+        of several training processes, which share the job's threads."""
+        self.beside = None
+        torch = sys.modules.get("torch")
+        cores = min(int(os.environ.get("HITCHHIKER_RUN_CORES") or 1), len(os.sched_getaffinity(0)))
+        if torch is None or int(os.environ.get("WORLD_SIZE", "1")) > 1 or torch.get_num_threads() >= cores:
+            return
+        torch.set_num_threads(cores)
+        job, so_far = _job_name(None), f"{done} of {self.total} {self.unit}"
+        console(f"{job}: the job beside it is done: {cores} CPU threads after {so_far}")
 
 
 def _job_name(argv: list[str] | None) -> str:

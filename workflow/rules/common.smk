@@ -64,6 +64,11 @@ except HitchhikerError as err:
 # another would run them one at a time, which is slower in all (docs/performance.md); so only
 # the jobs that nothing runs beside (base_model, the last round's evaluate) declare 2. Where
 # one stage dominates (a batch-64 grpo_train), give it the cores: --set-threads grpo_train=2.
+# A round's rollout and grpo_train run beside the previous round's evaluate, if at all: once
+# its metrics are written, nothing else of the run can start before they end (the next jobs
+# need their output), so they take the run's cores from their next batch or step
+# (HITCHHIKER_CORES_AFTER, HITCHHIKER_RUN_CORES: hitchhiker/cli.py's Progress). Local runs
+# only: a cluster job has the cores it asked for.
 # Stage commands import hitchhiker from this checkout, also inside the per-rule conda envs
 # (which hold only third-party packages) and in Slurm jobs (sbatch exports the environment).
 # Without per-rule conda envs, a job's `python` is the interpreter running Snakemake (its
@@ -79,6 +84,11 @@ shell.prefix(
         ""
         if _use_conda
         else f"export PATH={shlex.quote(str(Path(sys.executable).parent))}:$PATH; "
+    )
+    + (
+        f"export HITCHHIKER_RUN_CORES={workflow._cores}; "
+        if workflow.local_exec and workflow._cores
+        else ""
     )
 )
 
@@ -173,6 +183,11 @@ def code(stage):
 
 def policy(r):
     return f"{RESULTS}/policy/round_{r}"
+
+
+def evaluated(e):
+    """What evaluate round e writes last (the job a round's rollout and grpo_train run beside)."""
+    return f"{RESULTS}/eval/round_{e}/metrics.json"
 
 
 def print_headline(path):

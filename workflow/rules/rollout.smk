@@ -18,8 +18,9 @@ rule rollout:
         **config["resources"]["rollout"],
     params:
         cfg=cfg("rollout"),
+        beside=lambda w: evaluated(int(w.r) - 1),
     shell:
-        "python -m hitchhiker.stages.rollout --config {params.cfg:q} --round {wildcards.r} --states {input.states:q}"
+        "HITCHHIKER_CORES_AFTER={params.beside:q} python -m hitchhiker.stages.rollout --config {params.cfg:q} --round {wildcards.r} --states {input.states:q}"
         " --outcomes {input.outcomes:q} --policy {input.policy:q} --out {output.rollouts:q} --prompts {output.prompts:q} > {log:q} 2>&1"
 
 

@@ -20,6 +20,7 @@ rule grpo_train:
         **config["resources"]["grpo_train"],
     params:
         cfg=cfg("grpo_train"),
+        beside=lambda w: evaluated(int(w.r) - 1),
         # one process per GPU the job was given, or train.num_processes if more (CPU workers)
         nproc=lambda w, resources: max(
             resources.get("gpu", 0), config["train"]["num_processes"]
@@ -30,5 +31,5 @@ rule grpo_train:
             else ""
         ),
     shell:
-        "python -m hitchhiker.launch --nproc {params.nproc} {params.accel} -- --config {params.cfg:q} --round {wildcards.r}"
+        "HITCHHIKER_CORES_AFTER={params.beside:q} python -m hitchhiker.launch --nproc {params.nproc} {params.accel} -- --config {params.cfg:q} --round {wildcards.r}"
         " --buffer {input.buffer:q} --policy {input.policy:q} --out {output:q} > {log:q} 2>&1"
