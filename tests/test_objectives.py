@@ -234,11 +234,12 @@ BEST = [  # BATCH with trained samples: the first's two (one's middle token an e
         **BATCH[0],
         "best_ids": [BATCH[0]["prompt_ids"] + [9, 3, 4], BATCH[0]["prompt_ids"] + [8, 2]],
         "best_mask": [[0] * 5 + [1, 0, 1], [0] * 6 + [1]],
+        "best_weight": [1.5, -0.5],
     },
-    {**BATCH[1], "best_ids": [], "best_mask": []},
-    {**BATCH[2], "best_ids": [BATCH[2]["prompt_ids"] + [6, 7]], "best_mask": [[0] * 7 + [1, 1]]},
+    {**BATCH[1], "best_ids": [], "best_mask": [], "best_weight": []},
+    {**BATCH[2], "best_ids": [BATCH[2]["prompt_ids"] + [6, 7]], "best_mask": [[0] * 7 + [1, 1]], "best_weight": [1.0]},
 ]
-TRAINED = [(x["best_ids"][i], x["best_mask"][i]) for x in BEST for i in range(len(x["best_ids"]))]
+TRAINED = [(x["best_ids"][i], x["best_mask"][i], x["best_weight"][i]) for x in BEST for i in range(len(x["best_ids"]))]
 
 
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
@@ -255,7 +256,7 @@ def test_the_rationale_adds_each_best_samples_likelihood_on_the_models_tokens(at
         return sum(logp[i - 1, t] for i, (t, m) in enumerate(zip(ids, mask, strict=True)) if m)
 
     actions = [_alone(model, x["prompt_ids"], a) for x in BEST for a in x["action_ids"]]
-    expected = torch.stack([*actions, *(alone(*t) for t in TRAINED)])
+    expected = torch.stack([*actions, *(alone(ids, mask) for ids, mask, _ in TRAINED)])
     grads = {}
     for share in (True, False):
         model.zero_grad()
@@ -265,7 +266,8 @@ def test_the_rationale_adds_each_best_samples_likelihood_on_the_models_tokens(at
         (logps * torch.linspace(0.5, 1.5, len(logps))).sum().backward()
         grads[share] = torch.cat([p.grad.flatten() for p in model.parameters()])
     torch.testing.assert_close(grads[True], grads[False], atol=1e-5, rtol=1e-4)
-    # the trainer adds best_answers' loss: the mean negative log-likelihood of the 5 trained tokens
+    # the trainer adds best_answers' loss: the trained tokens' negative log-likelihood, each
+    # sample's times its weight, over the 5 trained tokens
     args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[])
     loss = {
         rationale: FullInformationTrainer(model=model, args=args, share_prompt=True, rationale=rationale).compute_loss(
@@ -273,49 +275,61 @@ def test_the_rationale_adds_each_best_samples_likelihood_on_the_models_tokens(at
         )
         for rationale in ("untrained", "best_answers")
     }
-    sft = -sum(alone(*t) for t in TRAINED) / 5
+    sft = -sum(w * alone(ids, mask) for ids, mask, w in TRAINED) / 5
     torch.testing.assert_close(loss["best_answers"] - loss["untrained"], sft, atol=1e-5, rtol=1e-5)
 
 
-def test_with_each_answer_each_answers_best_paid_reason_is_trained_after_its_answer_word(tok):
-    """rollout.each_answer's targets: per answer, its best sample whose reason the grounding
-    reward paid, trained after the answer word (the answer is full_information's action
-    term's alone), whether or not the record paid that answer; an answer with no paid reason
-    has none."""
+def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_its_advantage(tok):
+    """rollout.each_answer's targets: every sample after its answer word (the answer is
+    full_information's action term's alone), weighted by its advantage among the samples of
+    the same answer (reward less their mean, over their standard deviation), plus 1 for the
+    answer's best paid reason, whether or not the record paid that answer; an answer whose
+    samples all earned the same and none was paid trains nothing."""
     yes, no = (tok(a, add_special_tokens=False)["input_ids"] for a in ("yes", "no"))
     because = tok(" because it rained", add_special_tokens=False)["input_ids"]
     dry = tok(" because it was dry", add_special_tokens=False)["input_ids"]
     samples = pd.DataFrame(
         {
-            "group": ["1/a"] * 4 + ["1/b"] * 4,
-            "state_id": ["a"] * 4 + ["b"] * 4,
-            "sample_idx": [0, 1, 2, 3] * 2,
-            "prompt_ids": [[5, 6]] * 8,
-            "completion_ids": [yes + because, yes + because, no + dry, no + because] * 2,
-            "model_mask": [[1] * (len(yes) + len(because))] * 2
-            + [[1] * (len(no) + len(dry))]
-            + [[1] * (len(no) + len(because))]
-            + [[1] * (len(yes) + len(because))] * 2
-            + [[1] * (len(no) + len(dry))]
-            + [[1] * (len(no) + len(because))],
-            "reward": [1.0, 1.2, 0.1, 0.0, 0.0, 0.0, 1.0, 0.9],
-            "reason_paid": [0.5, 0.8, 0.4, 0.0, 0.0, 0.0, 0.0, 0.0],
+            "group": ["1/a"] * 5 + ["1/b"] * 4,
+            "state_id": ["a"] * 5 + ["b"] * 4,
+            "sample_idx": [0, 1, 2, 3, 4, 0, 1, 2, 3],
+            "prompt_ids": [[5, 6]] * 9,
+            "completion_ids": [
+                yes + because,
+                yes + because,
+                no + dry,
+                no + because,
+                no + because,
+                yes + because,
+                yes + because,
+                no + dry,
+                no + because,
+            ],  # fmt: skip
+            "reward": [1.0, 1.2, 0.1, 0.0, -0.1, 0.0, 0.0, 1.0, 1.0],
+            "reason_paid": [0.5, 0.8, 0.4, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
         }
     )
+    samples["model_mask"] = samples["completion_ids"].map(lambda c: [1] * len(c))
     priced = pd.DataFrame({"state_id": ["a", "a", "b", "b"], "action": ["yes", "no"] * 2,
                            "reward": [1.0, 0.0, 0.0, 1.0]})  # fmt: skip
     rows = objective_rows.action_rows(samples, priced, tok, paid_only=True).set_index("group")
-    # state a: "yes" paid twice (the higher reward trained), and the unpaid answer's paid reason too
-    assert sorted(rows.best_ids["1/a"]) == sorted([[5, 6, *yes, *because], [5, 6, *no, *dry]])
+    # state a: "yes" (1.0, 1.2: advantage -/+ 0.71, the better one its best paid reason),
+    # "no" (0.1 paid, 0.0, -0.1: advantage +1, 0, -1; the zero left out)
+    s = 2**-0.5
+    trained = sorted(zip(map(tuple, rows.best_ids["1/a"]), rows.best_weight["1/a"], strict=True))
+    expected = sorted([((5, 6, *yes, *because), -s), ((5, 6, *yes, *because), 1 + s),
+                       ((5, 6, *no, *dry), 2.0), ((5, 6, *no, *because), -1.0)])  # fmt: skip
+    assert [ids for ids, _ in trained] == [ids for ids, _ in expected]
+    assert [w for _, w in trained] == pytest.approx([w for _, w in expected])
     for ids, mask in zip(rows.best_ids["1/a"], rows.best_mask["1/a"], strict=True):
         answer = yes if ids[2 : 2 + len(yes)] == yes else no
         assert mask == [0] * (2 + len(answer)) + [1] * (len(ids) - 2 - len(answer))  # after the answer word
-    assert rows.best_ids["1/b"] == [] and rows.best_mask["1/b"] == []  # none paid: no target
+    # state b: each answer's samples earned the same and none was paid: no target
+    assert rows.best_ids["1/b"] == [] and rows.best_mask["1/b"] == [] and rows.best_weight["1/b"] == []
     assert rows.action_ids["1/b"] == [yes, no] and rows.rewards["1/b"] == [0.0, 1.0]  # the answer still priced
     plain = objective_rows.action_rows(samples, priced, tok).set_index("group")
-    assert plain.best_ids["1/b"] == [[5, 6, *no, *dry]] and plain.best_mask["1/b"] == [
-        [0, 0] + [1] * (len(no) + len(dry))
-    ]
+    assert plain.best_ids["1/b"] == [[5, 6, *no, *dry]] and plain.best_weight["1/b"] == [1.0]
+    assert plain.best_mask["1/b"] == [[0, 0] + [1] * (len(no) + len(dry))]
 
 
 @pytest.mark.slow

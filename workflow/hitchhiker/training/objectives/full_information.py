@@ -59,13 +59,23 @@ def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_confi
 
 
 def _trained_text(table: pd.DataFrame, tokenizer) -> str:
-    """How many samples the rationale trains, and after which answer word ("132 samples of
-    768 groups: after 'yes' 114, after 'no' 18")."""
+    """How many samples the rationale trains, after which answer word, and how many of them
+    it pushes down ("132 samples of 768 groups: after 'no' 18, after 'yes' 114; 40 weighed
+    below zero")."""
     after: dict[str, int] = {}
-    for prompt, best, actions in zip(table["prompt_ids"], table["best_ids"], table["action_ids"], strict=True):
+    below = 0
+    for prompt, best, weights, actions in zip(
+        table["prompt_ids"], table["best_ids"], table["best_weight"], table["action_ids"], strict=True
+    ):
         for ids in best:
             c = list(ids[len(prompt) :])
             word = next((tokenizer.decode(a) for a in actions if c[: len(a)] == list(a)), "another word")
             after[word] = after.get(word, 0) + 1
+        below += sum(w < 0 for w in weights)
     counts = ", ".join(f"after {w!r} {n}" for w, n in sorted(after.items()))
-    return f"{sum(after.values())} samples of {len(table)} groups" + (f": {counts}" if counts else "")
+    n = sum(after.values())
+    return (
+        f"{n} sample{'s' * (n != 1)} of {len(table)} groups"
+        + (f": {counts}" if counts else "")
+        + (f"; {below} weighed below zero" if below else "")
+    )

@@ -57,31 +57,46 @@ def best_answers(samples: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def paid_reasons(samples: pd.DataFrame, answer_ids: list[list[int]]) -> pd.DataFrame:
-    """rollout.each_answer's reason targets: for each group and each answer written (the
-    completion starts with its ids), the best sample (highest reward, then lowest index) among
-    those whose reason the grounding reward paid (reason_paid > 0), trained after the answer
-    word only: the answer is full_information's action term's alone, so the reason after an
-    answer the record did not pay is trained too (SmolLM2 at 1b71013, trained on the right
-    answer's reasons only, gave "because of the rain" after "no" on dry days: 19% of its
-    answers stated rain that did not fall). Columns as best_answers'."""
-    paid = samples[samples["reason_paid"].fillna(0.0) > 0]
+def answer_reasons(samples: pd.DataFrame, answer_ids: list[list[int]]) -> pd.DataFrame:
+    """rollout.each_answer's reason targets, trained after the answer word only (the answer is
+    full_information's action term's alone), each sample with a weight: per group and answer
+    written (the completion starts with its ids), every sample's advantage among that answer's
+    samples, (reward - their mean) / their standard deviation (GRPO's group-relative
+    advantage, TRL's scale_rewards="group", the group being one answer's reasons: the answer's
+    own reward is the same for all of them, so what differs is what the grounding reward
+    paid or charged their reasons), plus 1 for the best sample whose reason was paid
+    (reason_paid > 0; highest reward, then lowest index), which is imitated. Samples of an
+    answer whose reasons all earned the same, other than its best paid one, weigh nothing and
+    are left out. The imitation alone (until 2026-12-04) taught a reason for whatever the
+    sampled answer was: SmolLM2 said "no because it is not raining" after wet days too (21-32%
+    of its answers stated rain that did not fall, three seeds at 8a35375), a statement its
+    samples were charged for but nothing pushed down. Both answers' reasons train, whether or
+    not the record paid that answer (trained on the right answer's alone, at 1b71013, it gave
+    "because of the rain" after "no" on dry days). Columns as best_answers', and weight."""
     lead = [
-        next((len(a) for a in answer_ids if list(c[: len(a)]) == a), 0) for c in paid["completion_ids"]
+        next((len(a) for a in answer_ids if list(c[: len(a)]) == a), 0) for c in samples["completion_ids"]
     ]  # the answer word's tokens, 0 where none leads (then nothing is masked)
-    paid = paid.assign(answer=[str(list(c[:n])) for c, n in zip(paid["completion_ids"], lead, strict=True)], lead=lead)
+    led = samples.assign(answer=[str(list(c[:n])) for c, n in zip(samples["completion_ids"], lead, strict=True)],
+                         lead=lead)  # fmt: skip
+    by = led.groupby(["group", "answer"], sort=False)["reward"]
+    spread = by.transform("std").fillna(0.0)
+    advantage = ((led["reward"] - by.transform("mean")) / spread.where(spread > 1e-4)).fillna(0.0)
+    paid = led[led["reason_paid"].fillna(0.0) > 0]
     best = paid.sort_values(["group", "answer", "reward", "sample_idx"], ascending=[True, True, False, True])
-    best = best.groupby(["group", "answer"], sort=True).head(1)
+    best = best.groupby(["group", "answer"], sort=True).head(1).index
+    led = led.assign(weight=advantage + led.index.isin(best))
+    led = led[led["weight"].abs() > 1e-9].sort_values(["group", "answer", "sample_idx"])
     return pd.DataFrame(
         {
-            "group": best["group"].to_numpy(),
-            "input_ids": [list(p) + list(c) for p, c in zip(best["prompt_ids"], best["completion_ids"], strict=True)],
+            "group": led["group"].to_numpy(),
+            "input_ids": [list(p) + list(c) for p, c in zip(led["prompt_ids"], led["completion_ids"], strict=True)],
             "completion_mask": [
                 [0] * (len(p) + n) + list(m[n:])
-                for p, m, n in zip(best["prompt_ids"], best["model_mask"], best["lead"], strict=True)
+                for p, m, n in zip(led["prompt_ids"], led["model_mask"], led["lead"], strict=True)
             ],
-            "sample_idx": best["sample_idx"].to_numpy(),
-            "reward": best["reward"].to_numpy(),
+            "sample_idx": led["sample_idx"].to_numpy(),
+            "reward": led["reward"].to_numpy(),
+            "weight": led["weight"].to_numpy(),
         }
     )
 
@@ -89,9 +104,9 @@ def paid_reasons(samples: pd.DataFrame, answer_ids: list[list[int]]) -> pd.DataF
 def action_rows(samples: pd.DataFrame, priced: pd.DataFrame, tokenizer, paid_only: bool = False) -> pd.DataFrame:
     """One row per group: its prompt_ids, every priced action's answer text as token ids
     (action_ids, in the order of ``priced``), the actions' rewards, and the group's samples
-    the rationale trains (best_ids, best_mask: a list of them, empty where none): its best
-    sample above its mean as best_answers gives it, or with ``paid_only``
-    (rollout.each_answer) each answer's best paid reason (paid_reasons). Elsewhere what
+    the rationale trains (best_ids, best_mask, best_weight: a list of each, empty where none):
+    its best sample above its mean as best_answers gives it (weight 1), or with ``paid_only``
+    (rollout.each_answer) each answer's reasons by their advantage (answer_reasons). Elsewhere what
     follows the answer word is left untrained: trained as the answer alone then the end of
     the turn (until 2026-12-03), the 81% of weather days without a paid reason taught the
     bare answer (greedy answers bare on every seed); trained as their best unpaid sample,
@@ -99,9 +114,10 @@ def action_rows(samples: pd.DataFrame, priced: pd.DataFrame, tokenizer, paid_onl
     ``priced`` is the environment's action_rewards of the groups' states."""
     first = samples.sort_values(["group", "sample_idx"]).groupby("group", sort=True).head(1).set_index("group")
     ids = {a: tokenizer(a, add_special_tokens=False)["input_ids"] for a in priced["action"].unique()}
-    best = paid_reasons(samples, list(ids.values())) if paid_only else best_answers(samples)
+    best = answer_reasons(samples, list(ids.values())) if paid_only else best_answers(samples).assign(weight=1.0)
     best_ids = best.groupby("group")["input_ids"].agg(list).to_dict()
     best_mask = best.groupby("group")["completion_mask"].agg(list).to_dict()
+    best_weight = best.groupby("group")["weight"].agg(list).to_dict()
     by_state = {
         sid: (list(rows["action"]), [float(r) for r in rows["reward"]]) for sid, rows in priced.groupby("state_id")
     }
@@ -113,5 +129,6 @@ def action_rows(samples: pd.DataFrame, priced: pd.DataFrame, tokenizer, paid_onl
             "rewards": [by_state[sid][1] for sid in first["state_id"]],
             "best_ids": [best_ids.get(g, []) for g in first.index],
             "best_mask": [best_mask.get(g, []) for g in first.index],
+            "best_weight": [[float(w) for w in best_weight.get(g, [])] for g in first.index],
         }
     )
