@@ -1,5 +1,6 @@
 """grpo_train: the replayed groups are the stored ones, and training moves the policy."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -212,10 +213,14 @@ def test_a_killed_run_resumes_from_any_checkpoint_and_ends_with_the_same_weights
         "--out",
         str(tmp_path / "killed"),
     ]
-    proc = subprocess.Popen(killed, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Held before its policy is written (tests/test_crash.py's fault injection), so the kill lands
+    # with the checkpoints in place however fast the tiny model trains. The sixth must be whole:
+    # its trainer_state.json exists from the moment transformers opens it, before it is written.
+    hold = {**os.environ, "HITCHHIKER_HOLD_WRITING": "killed"}
+    proc = subprocess.Popen(killed, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=hold)
     work = tmp_path / ".killed-trainer"
     deadline = time.time() + 300
-    while not (work / "checkpoint-6" / "trainer_state.json").exists():
+    while int((last_complete_checkpoint(work) or "-0").split("-")[-1]) < 6:
         assert proc.poll() is None and time.time() < deadline, "grpo_train ended before its sixth checkpoint"
         time.sleep(0.05)
     proc.kill()

@@ -304,7 +304,7 @@ def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_its_ad
                 yes + because,
                 no + dry,
                 no + because,
-            ],  # fmt: skip
+            ],
             "reward": [1.0, 1.2, 0.1, 0.0, -0.1, 0.0, 0.0, 1.0, 1.0],
             "reason_paid": [0.5, 0.8, 0.4, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
         }
