@@ -279,15 +279,16 @@ def test_the_rationale_adds_each_best_samples_likelihood_on_the_models_tokens(at
     torch.testing.assert_close(loss["best_answers"] - loss["untrained"], sft, atol=1e-5, rtol=1e-5)
 
 
-def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_its_advantage(tok):
+def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_what_grounding_paid_it(tok):
     """rollout.each_answer's targets: every sample after its answer word (the answer is
-    full_information's action term's alone), weighted by its advantage among the samples of
-    the same answer (reward less their mean, over their standard deviation), plus 1 for the
-    answer's best paid reason, whether or not the record paid that answer; an answer whose
-    samples all earned the same and none was paid trains nothing."""
+    full_information's action term's alone), weighed by what the grounding terms paid or
+    charged its reason in units of the reason bonus, whatever the answer and whether or not
+    the record paid it; a reason that was neither paid nor charged (it argues nothing and
+    claims nothing) trains nothing, however its answer's other reasons fared."""
     yes, no = (tok(a, add_special_tokens=False)["input_ids"] for a in ("yes", "no"))
     because = tok(" because it rained", add_special_tokens=False)["input_ids"]
     dry = tok(" because it was dry", add_special_tokens=False)["input_ids"]
+    forecast = tok(" because it will rain tomorrow", add_special_tokens=False)["input_ids"]
     samples = pd.DataFrame(
         {
             "group": ["1/a"] * 5 + ["1/b"] * 4,
@@ -296,40 +297,41 @@ def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_its_ad
             "prompt_ids": [[5, 6]] * 9,
             "completion_ids": [
                 yes + because,
-                yes + because,
+                yes + forecast,
                 no + dry,
                 no + because,
-                no + because,
-                yes + because,
-                yes + because,
-                no + dry,
-                no + because,
+                no + forecast,
+                yes + forecast,
+                yes + forecast,
+                no + forecast,
+                no + forecast,
             ],
-            "reward": [1.0, 1.2, 0.1, 0.0, -0.1, 0.0, 0.0, 1.0, 1.0],
-            "reason_paid": [0.5, 0.8, 0.4, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            # the bonus 0.25 times what it paid, less 0.1 a claim: 0.2 paid, 0.1 paid, one false claim
+            "grounding": [0.2, 0.0, 0.1, -0.1, 0.0, 0.0, 0.0, 0.0, 0.0],
+            "reward": [1.2, 1.0, 0.1, -0.1, 0.0, 0.0, 0.0, 1.0, 1.0],
+            "reason_paid": [0.8, 0.0, 0.4, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
         }
     )
     samples["model_mask"] = samples["completion_ids"].map(lambda c: [1] * len(c))
-    priced = pd.DataFrame({"state_id": ["a", "a", "b", "b"], "action": ["yes", "no"] * 2,
-                           "reward": [1.0, 0.0, 0.0, 1.0]})  # fmt: skip
-    rows = objective_rows.action_rows(samples, priced, tok, paid_only=True).set_index("group")
-    # state a: "yes" (1.0, 1.2: advantage -/+ 0.71, the better one its best paid reason),
-    # "no" (0.1 paid, 0.0, -0.1: advantage +1, 0, -1; the zero left out)
-    s = 2**-0.5
+    priced = pd.DataFrame(
+        {"state_id": ["a", "a", "b", "b"], "action": ["yes", "no"] * 2, "reward": [1.0, 0.0, 0.0, 1.0]}
+    )
+    rows = objective_rows.action_rows(samples, priced, tok, reason_bonus=0.25).set_index("group")
+    # state a: the paid reasons imitated (0.8, 0.4), the false one pushed down (-0.4), the
+    # restated forecasts left out, after either answer
     trained = sorted(zip(map(tuple, rows.best_ids["1/a"]), rows.best_weight["1/a"], strict=True))
-    expected = sorted([((5, 6, *yes, *because), -s), ((5, 6, *yes, *because), 1 + s),
-                       ((5, 6, *no, *dry), 2.0), ((5, 6, *no, *because), -1.0)])  # fmt: skip
+    expected = sorted([((5, 6, *yes, *because), 0.8), ((5, 6, *no, *dry), 0.4), ((5, 6, *no, *because), -0.4)])
     assert [ids for ids, _ in trained] == [ids for ids, _ in expected]
     assert [w for _, w in trained] == pytest.approx([w for _, w in expected])
     for ids, mask in zip(rows.best_ids["1/a"], rows.best_mask["1/a"], strict=True):
         answer = yes if ids[2 : 2 + len(yes)] == yes else no
         assert mask == [0] * (2 + len(answer)) + [1] * (len(ids) - 2 - len(answer))  # after the answer word
-    # state b: each answer's samples earned the same and none was paid: no target
+    # state b: no reason paid or charged: no target, the answer still priced
     assert rows.best_ids["1/b"] == [] and rows.best_mask["1/b"] == [] and rows.best_weight["1/b"] == []
-    assert rows.action_ids["1/b"] == [yes, no] and rows.rewards["1/b"] == [0.0, 1.0]  # the answer still priced
+    assert rows.action_ids["1/b"] == [yes, no] and rows.rewards["1/b"] == [0.0, 1.0]
     plain = objective_rows.action_rows(samples, priced, tok).set_index("group")
-    assert plain.best_ids["1/b"] == [[5, 6, *no, *dry]] and plain.best_weight["1/b"] == [1.0]
-    assert plain.best_mask["1/b"] == [[0, 0] + [1] * (len(no) + len(dry))]
+    assert plain.best_ids["1/b"] == [[5, 6, *no, *forecast]] and plain.best_weight["1/b"] == [1.0]
+    assert plain.best_mask["1/b"] == [[0, 0] + [1] * (len(no) + len(forecast))]
 
 
 @pytest.mark.slow

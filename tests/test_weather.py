@@ -455,11 +455,9 @@ def test_the_two_claims_design_runs_through_the_dag(tmp_path):
     bonus = scores.reward - (scores.environment_reward - 0.1 * scores.unsupported_claims)
     good = scores.reason_consistency.eq(1) & scores.reason_supported.eq(1)
     assert (bonus[~good].abs() < 1e-9).all() and (bonus[good] >= 0).all()
-    # the rationale trains, per state and answer, every sample where the answer's samples
-    # earned different rewards (by its advantage) and else the best paid one, as its log says
-    scored = scores.merge(rolled, on=["state_id", "sample_idx"])
-    by = scored.groupby(["state_id", scored.completion.str.split().str[0]])
-    trained = sum(len(g) if g.reward.nunique() > 1 else int((g.reason_paid > 0).any()) for _, g in by)
+    # the rationale trains every sample whose reason the grounding terms paid or charged,
+    # as its log says
+    trained = int(((scores.reward - scores.environment_reward).abs() > 1e-9).sum())
     assert re.search(rf"the rationale trains {trained} samples? of 8 groups", train_log), train_log
     preds = pd.read_parquet(res / "eval" / "round_1" / "predictions.parquet")
     assert preds.changed_completion.notna().all() and set(preds.follows.dropna()) <= {0.0, 1.0}

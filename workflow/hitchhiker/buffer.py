@@ -160,9 +160,15 @@ def _score_columns(con) -> set[str]:
 def replay(buffer: str | Path, run: str, round_: int, rounds: int = 1) -> pd.DataFrame:
     """The samples of rounds round_ - rounds + 1 .. round_ with their rewards, one GRPO group
     per (round, state) named "round/state_id", ordered by group and sample index; and
-    reason_paid where the score stored it (grounding.reason_bonus), else null."""
+    reason_paid and grounding (what the grounding terms added to the environment's reward:
+    the reason bonus less the claims' penalty) where the score stored reason_paid
+    (grounding.reason_bonus), else null."""
     with _read(buffer) as con:
-        paid = "s.reason_paid" if "reason_paid" in _score_columns(con) else "NULL::DOUBLE AS reason_paid"
+        paid = (
+            "s.reason_paid, s.reward - s.environment_reward AS grounding"
+            if "reason_paid" in _score_columns(con)
+            else "NULL::DOUBLE AS reason_paid, NULL::DOUBLE AS grounding"
+        )
         return con.execute(
             f"""SELECT r.round || '/' || r.state_id AS "group", r.round, r.state_id, r.sample_idx, p.prompt_ids,
                       r.completion_ids, r.logprobs, r.model_mask, s.reward, {paid}

@@ -41,7 +41,7 @@ from transformers import TrainerCallback
 from hitchhiker import atomic, buffer, cli, config, environments, policy
 from hitchhiker.training import lm_head, objectives
 
-SECTIONS = ["run", "seed", "environment", "model", "rollout", "reward", "train"]
+SECTIONS = ["run", "seed", "environment", "model", "rollout", "reward", "grounding", "train"]
 
 
 def last_complete_checkpoint(work: Path) -> str | None:

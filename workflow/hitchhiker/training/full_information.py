@@ -24,10 +24,9 @@ What it leaves untrained: every token after the first answer word (the rationale
 the answer) gets no gradient of its own; it moves only as far as the shared weights carry it.
 With train.full_information.rationale = best_answers, the best_answers loss (hitchhiker/
 objectives/rows.py: each group's best sample above its mean, the model's tokens; with
-rollout.each_answer, every reason after its answer word weighted by its advantage among
-that answer's reasons, and each answer's best paid reason imitated) is added to the
-action's, so the rationale learns from the samples that earned the most and, with
-each_answer, away from those its answer's other reasons beat.
+rollout.each_answer, every reason after its answer word weighed by what the grounding terms
+paid or charged it) is added to the action's, so the rationale learns from the samples that
+earned the most and, with each_answer, away from those whose claims do not hold.
 No sampled completion is read, so no behaviour policy needs correcting (no importance
 sampling) and there is no reference policy (no KL term). TRL has no such objective: this is
 a transformers Trainer with its own compute_loss, so checkpoints, resumption, LoRA,
@@ -169,9 +168,9 @@ class FullInformationTrainer(Trainer):
         if rationale:
             # best_answers' loss (SFTTrainer's completion-only loss): the negative
             # log-likelihood of every trained token of the batch's samples, each sample's
-            # times its weight (1, or with rollout.each_answer its advantage among its answer's
-            # reasons, plus 1 where it is the answer's best paid one: rows.answer_reasons),
-            # over the number of trained tokens
+            # times its weight (1, or with rollout.each_answer what the grounding terms paid or
+            # charged its reason, in units of the reason bonus: rows.answer_reasons), over the
+            # number of trained tokens
             weight = torch.tensor([w for x in rows for w in x["best_weight"]], dtype=logps.dtype, device=logps.device)
             sft = -(weight * logps[k:]).sum() / sum(sum(m) for x in rows for m in x["best_mask"])
             loss = loss + sft

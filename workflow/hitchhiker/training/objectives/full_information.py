@@ -45,7 +45,8 @@ def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_confi
     from hitchhiker.training.full_information import FullInformationTrainer
 
     tr = cfg["train"]
-    table = rows.action_rows(samples, priced, tokenizer, paid_only=cfg["rollout"]["each_answer"])
+    bonus = cfg["grounding"]["reason_bonus"] if cfg["rollout"]["each_answer"] else None  # > 0: config.validate
+    table = rows.action_rows(samples, priced, tokenizer, reason_bonus=bonus)
     if reads_written_answers(tr):
         print(f"full_information: the rationale trains {_trained_text(table, tokenizer)}", flush=True)
     return FullInformationTrainer(

@@ -57,35 +57,25 @@ def best_answers(samples: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def answer_reasons(samples: pd.DataFrame, answer_ids: list[list[int]]) -> pd.DataFrame:
+def answer_reasons(samples: pd.DataFrame, answer_ids: list[list[int]], reason_bonus: float) -> pd.DataFrame:
     """rollout.each_answer's reason targets, trained after the answer word only (the answer is
-    full_information's action term's alone), each sample with a weight: per group and answer
-    written (the completion starts with its ids), every sample's advantage among that answer's
-    samples, (reward - their mean) / their standard deviation (GRPO's group-relative
-    advantage, TRL's scale_rewards="group", the group being one answer's reasons: the answer's
-    own reward is the same for all of them, so what differs is what the grounding reward
-    paid or charged their reasons), plus 1 for the best sample whose reason was paid
-    (reason_paid > 0; highest reward, then lowest index), which is imitated. Samples of an
-    answer whose reasons all earned the same, other than its best paid one, weigh nothing and
-    are left out. The imitation alone (until 2026-12-04) taught a reason for whatever the
-    sampled answer was: SmolLM2 said "no because it is not raining" after wet days too (21-32%
-    of its answers stated rain that did not fall, three seeds at 8a35375), a statement its
-    samples were charged for but nothing pushed down. Both answers' reasons train, whether or
-    not the record paid that answer (trained on the right answer's alone, at 1b71013, it gave
-    "because of the rain" after "no" on dry days). Columns as best_answers', and weight."""
+    full_information's action term's alone), each sample weighed by what the grounding terms
+    paid or charged its reason (``grounding``: the reason bonus less the claims' penalty), in
+    units of grounding.reason_bonus: a reason that argues for its answer from what holds is
+    imitated (up to 1, less where the round's other answers give it too), one that claims
+    what its prompt does not show is pushed down (-penalty / bonus a claim), and one that
+    argues nothing and claims nothing (a restated forecast, a recital) weighs nothing and is
+    left out; whatever the answer, and whether or not the record paid it. Before: the best
+    paid reason imitated alone (8a35375) taught a reason for whatever the answer was, false or
+    not (21-32% of answers stated rain that did not fall); each reason by its advantage among
+    its answer's samples (9a109e1) made a restated forecast, never false, the winner wherever
+    another sample stated something false (94% of round 1's answers argued nothing).
+    Columns as best_answers', and weight."""
     lead = [
         next((len(a) for a in answer_ids if list(c[: len(a)]) == a), 0) for c in samples["completion_ids"]
     ]  # the answer word's tokens, 0 where none leads (then nothing is masked)
-    led = samples.assign(answer=[str(list(c[:n])) for c, n in zip(samples["completion_ids"], lead, strict=True)],
-                         lead=lead)  # fmt: skip
-    by = led.groupby(["group", "answer"], sort=False)["reward"]
-    spread = by.transform("std").fillna(0.0)
-    advantage = ((led["reward"] - by.transform("mean")) / spread.where(spread > 1e-4)).fillna(0.0)
-    paid = led[led["reason_paid"].fillna(0.0) > 0]
-    best = paid.sort_values(["group", "answer", "reward", "sample_idx"], ascending=[True, True, False, True])
-    best = best.groupby(["group", "answer"], sort=True).head(1).index
-    led = led.assign(weight=advantage + led.index.isin(best))
-    led = led[led["weight"].abs() > 1e-9].sort_values(["group", "answer", "sample_idx"])
+    led = samples.assign(lead=lead, weight=samples["grounding"].fillna(0.0) / reason_bonus)
+    led = led[led["weight"].abs() > 1e-9].sort_values(["group", "sample_idx"])
     return pd.DataFrame(
         {
             "group": led["group"].to_numpy(),
@@ -101,20 +91,26 @@ def answer_reasons(samples: pd.DataFrame, answer_ids: list[list[int]]) -> pd.Dat
     )
 
 
-def action_rows(samples: pd.DataFrame, priced: pd.DataFrame, tokenizer, paid_only: bool = False) -> pd.DataFrame:
+def action_rows(
+    samples: pd.DataFrame, priced: pd.DataFrame, tokenizer, reason_bonus: float | None = None
+) -> pd.DataFrame:
     """One row per group: its prompt_ids, every priced action's answer text as token ids
     (action_ids, in the order of ``priced``), the actions' rewards, and the group's samples
     the rationale trains (best_ids, best_mask, best_weight: a list of each, empty where none):
-    its best sample above its mean as best_answers gives it (weight 1), or with ``paid_only``
-    (rollout.each_answer) each answer's reasons by their advantage (answer_reasons). Elsewhere what
-    follows the answer word is left untrained: trained as the answer alone then the end of
-    the turn (until 2026-12-03), the 81% of weather days without a paid reason taught the
-    bare answer (greedy answers bare on every seed); trained as their best unpaid sample,
-    they taught the commonest unpaid reason ("yes because it will rain tomorrow").
+    its best sample above its mean as best_answers gives it (weight 1), or with ``reason_bonus``
+    (rollout.each_answer's grounding.reason_bonus) each reason by what the grounding terms paid
+    or charged it (answer_reasons). Elsewhere what follows the answer word is left untrained:
+    trained as the answer alone then the end of the turn (until 2026-12-03), the 81% of
+    weather days without a paid reason taught the bare answer (greedy answers bare on every
+    seed); trained as their best unpaid sample, they taught the commonest unpaid reason ("yes
+    because it will rain tomorrow").
     ``priced`` is the environment's action_rewards of the groups' states."""
     first = samples.sort_values(["group", "sample_idx"]).groupby("group", sort=True).head(1).set_index("group")
     ids = {a: tokenizer(a, add_special_tokens=False)["input_ids"] for a in priced["action"].unique()}
-    best = answer_reasons(samples, list(ids.values())) if paid_only else best_answers(samples).assign(weight=1.0)
+    if reason_bonus is None:
+        best = best_answers(samples).assign(weight=1.0)
+    else:
+        best = answer_reasons(samples, list(ids.values()), reason_bonus)
     best_ids = best.groupby("group")["input_ids"].agg(list).to_dict()
     best_mask = best.groupby("group")["completion_mask"].agg(list).to_dict()
     best_weight = best.groupby("group")["weight"].agg(list).to_dict()
