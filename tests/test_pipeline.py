@@ -374,7 +374,7 @@ def test_nothing_left_to_do_and_a_rollout_change_reruns_only_what_follows(pipeli
 
 
 def test_a_grounding_change_reruns_score_onward_and_not_the_first_rollout(pipeline):
-    # only score reads the grounding section: round 1's rollout and the base policy's
+    # only score and grpo_train read the grounding section: round 1's rollout and the base policy's
     # evaluation stand; round 2's rollout samples from a policy trained on the new scores
     d, _ = pipeline
     changed = tiny_config(rounds=2, grounding={"unsupported_claim_penalty": 0.01})

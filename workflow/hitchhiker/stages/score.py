@@ -6,8 +6,9 @@ The stored reward, what the objectives train on, is the environment's reward
 (``environment_reward``) less grounding.unsupported_claim_penalty for each unsupported claim,
 plus grounding.reason_bonus where the reason argues for the answer from what the prompt
 supports, scaled down by how many of the round's answers give the same reason
-(rationales.paid): the grounding reward. score is the one stage that reads the grounding
-section.
+(rationales.paid): the grounding reward. score and grpo_train (where rollout.each_answer
+weighs each reason by its grounding terms over reason_bonus) are the stages that read the
+grounding section.
 
 Usage:
   python -m hitchhiker.stages.score --config config.yaml --round 1 \\
