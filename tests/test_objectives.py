@@ -313,6 +313,12 @@ def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_what_g
         }
     )
     samples["model_mask"] = samples["completion_ids"].map(lambda c: [1] * len(c))
+    # rollout wrote the answer word and "because" (a behaviour logprob of 0), the model the rest
+    opener = len(tok(" because", add_special_tokens=False)["input_ids"])
+    written = [len(yes if c[: len(yes)] == yes else no) + opener for c in samples["completion_ids"]]
+    samples["logprobs"] = [
+        [0.0] * w + [-0.5] * (len(c) - w) for c, w in zip(samples["completion_ids"], written, strict=True)
+    ]
     priced = pd.DataFrame(
         {"state_id": ["a", "a", "b", "b"], "action": ["yes", "no"] * 2, "reward": [1.0, 0.0, 0.0, 1.0]}
     )
@@ -323,9 +329,11 @@ def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_what_g
     expected = sorted([((5, 6, *yes, *because), 0.8), ((5, 6, *no, *dry), 0.4), ((5, 6, *no, *because), -0.4)])
     assert [ids for ids, _ in trained] == [ids for ids, _ in expected]
     assert [w for _, w in trained] == pytest.approx([w for _, w in expected])
-    for ids, mask in zip(rows.best_ids["1/a"], rows.best_mask["1/a"], strict=True):
-        answer = yes if ids[2 : 2 + len(yes)] == yes else no
-        assert mask == [0] * (2 + len(answer)) + [1] * (len(ids) - 2 - len(answer))  # after the answer word
+    # trained after the answer word, and in a reason pushed down only after the written
+    # "because" that every reason shares (pushed down, it taught the answer to stop there)
+    for ids, mask, w in zip(rows.best_ids["1/a"], rows.best_mask["1/a"], rows.best_weight["1/a"], strict=True):
+        untrained = 2 + len(yes if ids[2 : 2 + len(yes)] == yes else no) + (opener if w < 0 else 0)
+        assert mask == [0] * untrained + [1] * (len(ids) - untrained)
     # state b: no reason paid or charged: no target, the answer still priced
     assert rows.best_ids["1/b"] == [] and rows.best_mask["1/b"] == [] and rows.best_weight["1/b"] == []
     assert rows.action_ids["1/b"] == [yes, no] and rows.rewards["1/b"] == [0.0, 1.0]

@@ -7,6 +7,7 @@ tokens the policy sampled, never decoded and tokenized again), model_mask and re
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 
@@ -71,10 +72,15 @@ def answer_reasons(samples: pd.DataFrame, answer_ids: list[list[int]], reason_bo
     its answer's samples (9a109e1) made a restated forecast, never false, the winner wherever
     another sample stated something false (94% of round 1's answers argued nothing).
     Columns as best_answers', and weight."""
-    lead = [
-        next((len(a) for a in answer_ids if list(c[: len(a)]) == a), 0) for c in samples["completion_ids"]
-    ]  # the answer word's tokens, 0 where none leads (then nothing is masked)
-    led = samples.assign(lead=lead, weight=samples["grounding"].fillna(0.0) / reason_bonus)
+    weight = samples["grounding"].fillna(0.0) / reason_bonus
+    # left untrained: the answer word's tokens (0 where none leads), and in a reason pushed
+    # down, also the words rollout wrote after it ("because": a behaviour logprob of 0), which
+    # every reason shares: pushed down by the false ones (260 of 353 trained in round 1 of
+    # weather_claims seed 0), they taught SmolLM2 to stop after the answer word (800 of 800
+    # sampled answers bare)
+    lead = [next((len(a) for a in answer_ids if list(c[: len(a)]) == a), 0) for c in samples["completion_ids"]]
+    written = [next((i for i, x in enumerate(lp) if x != 0.0), len(lp)) for lp in samples["logprobs"]]
+    led = samples.assign(lead=np.where(weight < 0, np.maximum(lead, written), lead), weight=weight)
     led = led[led["weight"].abs() > 1e-9].sort_values(["group", "sample_idx"])
     return pd.DataFrame(
         {
