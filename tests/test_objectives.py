@@ -334,6 +334,10 @@ def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_what_g
     for ids, mask, w in zip(rows.best_ids["1/a"], rows.best_mask["1/a"], rows.best_weight["1/a"], strict=True):
         untrained = 2 + len(yes if ids[2 : 2 + len(yes)] == yes else no) + (opener if w < 0 else 0)
         assert mask == [0] * untrained + [1] * (len(ids) - untrained)
+    # the reasons pushed down weigh at most what those imitated weigh, in all: two false
+    # reasons beside one paid 0.4 are pushed down at -0.2 each, not -0.4
+    pushed = objective_rows.answer_reasons(samples.iloc[[2, 3, 3]].assign(grounding=[0.1, -0.1, -0.1]), [yes, no], 0.25)
+    assert pushed.weight.tolist() == pytest.approx([0.4, -0.2, -0.2])
     # state b: no reason paid or charged: no target, the answer still priced
     assert rows.best_ids["1/b"] == [] and rows.best_mask["1/b"] == [] and rows.best_weight["1/b"] == []
     assert rows.action_ids["1/b"] == [yes, no] and rows.rewards["1/b"] == [0.0, 1.0]

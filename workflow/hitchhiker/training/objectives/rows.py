@@ -73,6 +73,12 @@ def answer_reasons(samples: pd.DataFrame, answer_ids: list[list[int]], reason_bo
     another sample stated something false (94% of round 1's answers argued nothing).
     Columns as best_answers', and weight."""
     weight = samples["grounding"].fillna(0.0) / reason_bonus
+    # the reasons pushed down weigh at most what those imitated weigh, in all: pushed down at
+    # -0.4 each, 260 false reasons against 93 imitated (round 1 of weather_claims seed 0)
+    # taught SmolLM2 "yes because because because ..." in 799 of 800 sampled answers
+    # (likelihood pushed down without a bound has no floor; the imitated text holds it up)
+    up, down = weight.clip(lower=0).sum(), -weight.clip(upper=0).sum()
+    weight = weight.where(weight >= 0, weight * min(1.0, up / down) if down else 0.0)
     # left untrained: the answer word's tokens (0 where none leads), and in a reason pushed
     # down, also the words rollout wrote after it ("because": a behaviour logprob of 0), which
     # every reason shares: pushed down by the false ones (260 of 353 trained in round 1 of
