@@ -289,6 +289,7 @@ def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_what_g
     because = tok(" because it rained", add_special_tokens=False)["input_ids"]
     dry = tok(" because it was dry", add_special_tokens=False)["input_ids"]
     forecast = tok(" because it will rain tomorrow", add_special_tokens=False)["input_ids"]
+    end = [tok.eos_token_id]
     samples = pd.DataFrame(
         {
             "group": ["1/a"] * 5 + ["1/b"] * 4,
@@ -296,10 +297,10 @@ def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_what_g
             "sample_idx": [0, 1, 2, 3, 4, 0, 1, 2, 3],
             "prompt_ids": [[5, 6]] * 9,
             "completion_ids": [
-                yes + because,
+                yes + because + end,
                 yes + forecast,
                 no + dry,
-                no + because,
+                no + because + end,
                 no + forecast,
                 yes + forecast,
                 yes + forecast,
@@ -326,14 +327,19 @@ def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_what_g
     # state a: the paid reasons imitated (0.8, 0.4), the false one pushed down (-0.4), the
     # restated forecasts left out, after either answer
     trained = sorted(zip(map(tuple, rows.best_ids["1/a"]), rows.best_weight["1/a"], strict=True))
-    expected = sorted([((5, 6, *yes, *because), 0.8), ((5, 6, *no, *dry), 0.4), ((5, 6, *no, *because), -0.4)])
+    expected = sorted(
+        [((5, 6, *yes, *because, *end), 0.8), ((5, 6, *no, *dry), 0.4), ((5, 6, *no, *because, *end), -0.4)]
+    )
     assert [ids for ids, _ in trained] == [ids for ids, _ in expected]
     assert [w for _, w in trained] == pytest.approx([w for _, w in expected])
     # trained after the answer word, and in a reason pushed down only after the written
-    # "because" that every reason shares (pushed down, it taught the answer to stop there)
+    # "because" and before the end of the turn, which every reason shares (pushed down, they
+    # taught the answer to stop after "because", or never to stop)
     for ids, mask, w in zip(rows.best_ids["1/a"], rows.best_mask["1/a"], rows.best_weight["1/a"], strict=True):
         untrained = 2 + len(yes if ids[2 : 2 + len(yes)] == yes else no) + (opener if w < 0 else 0)
-        assert mask == [0] * untrained + [1] * (len(ids) - untrained)
+        ends = 1 if w < 0 else 0
+        assert ids[-1] == end[0] or ends == 0
+        assert mask == [0] * untrained + [1] * (len(ids) - untrained - ends) + [0] * ends
     # the reasons pushed down weigh at most what those imitated weigh, in all: two false
     # reasons beside one paid 0.4 are pushed down at -0.2 each, not -0.4
     pushed = objective_rows.answer_reasons(samples.iloc[[2, 3, 3]].assign(grounding=[0.1, -0.1, -0.1]), [yes, no], 0.25)

@@ -58,7 +58,9 @@ def best_answers(samples: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def answer_reasons(samples: pd.DataFrame, answer_ids: list[list[int]], reason_bonus: float) -> pd.DataFrame:
+def answer_reasons(
+    samples: pd.DataFrame, answer_ids: list[list[int]], reason_bonus: float, eos: int | None = None
+) -> pd.DataFrame:
     """rollout.each_answer's reason targets, trained after the answer word only (the answer is
     full_information's action term's alone), each sample weighed by what the grounding terms
     paid or charged its reason (``grounding``: the reason bonus less the claims' penalty), in
@@ -80,21 +82,26 @@ def answer_reasons(samples: pd.DataFrame, answer_ids: list[list[int]], reason_bo
     up, down = weight.clip(lower=0).sum(), -weight.clip(upper=0).sum()
     weight = weight.where(weight >= 0, weight * min(1.0, up / down) if down else 0.0)
     # left untrained: the answer word's tokens (0 where none leads), and in a reason pushed
-    # down, also the words rollout wrote after it ("because": a behaviour logprob of 0), which
-    # every reason shares: pushed down by the false ones (260 of 353 trained in round 1 of
-    # weather_claims seed 0), they taught SmolLM2 to stop after the answer word (800 of 800
-    # sampled answers bare)
+    # down, what every reason shares: the words rollout wrote after the answer ("because": a
+    # behaviour logprob of 0) and the end of the turn (``eos``). Pushed down by the false
+    # reasons (260 of 353 trained in round 1 of weather_claims seed 0), "because" taught
+    # SmolLM2 to stop after the answer word (800 of 800 sampled answers bare), and with
+    # "because" kept, the end of the turn taught it not to stop ("because of rain because of
+    # the wind because of rain", b8030b7)
     lead = [next((len(a) for a in answer_ids if list(c[: len(a)]) == a), 0) for c in samples["completion_ids"]]
     written = [next((i for i, x in enumerate(lp) if x != 0.0), len(lp)) for lp in samples["logprobs"]]
     led = samples.assign(lead=np.where(weight < 0, np.maximum(lead, written), lead), weight=weight)
     led = led[led["weight"].abs() > 1e-9].sort_values(["group", "sample_idx"])
+    mask = [
+        [*m[:-1], 0] if w < 0 and len(c) and c[-1] == eos else list(m)
+        for c, m, w in zip(led["completion_ids"], led["model_mask"], led["weight"], strict=True)
+    ]
     return pd.DataFrame(
         {
             "group": led["group"].to_numpy(),
             "input_ids": [list(p) + list(c) for p, c in zip(led["prompt_ids"], led["completion_ids"], strict=True)],
             "completion_mask": [
-                [0] * (len(p) + n) + list(m[n:])
-                for p, m, n in zip(led["prompt_ids"], led["model_mask"], led["lead"], strict=True)
+                [0] * (len(p) + n) + m[n:] for p, m, n in zip(led["prompt_ids"], mask, led["lead"], strict=True)
             ],
             "sample_idx": led["sample_idx"].to_numpy(),
             "reward": led["reward"].to_numpy(),
@@ -122,7 +129,7 @@ def action_rows(
     if reason_bonus is None:
         best = best_answers(samples).assign(weight=1.0)
     else:
-        best = answer_reasons(samples, list(ids.values()), reason_bonus)
+        best = answer_reasons(samples, list(ids.values()), reason_bonus, tokenizer.eos_token_id)
     best_ids = best.groupby("group")["input_ids"].agg(list).to_dict()
     best_mask = best.groupby("group")["completion_mask"].agg(list).to_dict()
     best_weight = best.groupby("group")["weight"].agg(list).to_dict()
