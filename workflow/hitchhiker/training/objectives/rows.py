@@ -72,7 +72,9 @@ def answer_reasons(
     paid reason imitated alone (8a35375) taught a reason for whatever the answer was, false or
     not (21-32% of answers stated rain that did not fall); each reason by its advantage among
     its answer's samples (9a109e1) made a restated forecast, never false, the winner wherever
-    another sample stated something false (94% of round 1's answers argued nothing).
+    another sample stated something false (94% of round 1's answers argued nothing). Known
+    to fail too (be077b6, weather_claims seed 0, round 1): with nothing anchoring the reasons
+    pushed down, half the sampled answers became "because because ..." (docs/evidence.md).
     Columns as best_answers', and weight."""
     weight = samples["grounding"].fillna(0.0) / reason_bonus
     # the reasons pushed down weigh at most what those imitated weigh, in all: pushed down at
