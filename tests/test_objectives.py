@@ -4,6 +4,7 @@ full-information loss and its shared-prompt step, and each objective through the
 import importlib.machinery
 import importlib.util
 import json
+import math
 import re
 import shutil
 
@@ -277,6 +278,35 @@ def test_the_rationale_adds_each_best_samples_likelihood_on_the_models_tokens(at
     }
     sft = -sum(w * alone(ids, mask) for ids, mask, w in TRAINED) / 5
     torch.testing.assert_close(loss["best_answers"] - loss["untrained"], sft, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_a_reason_pushed_down_stops_at_its_floor_under_the_rounds_starting_policy(share):
+    """reference_logps gives the pushed-down sample's (BEST's weight -0.5) logprobs under the
+    model as it is, and nothing for the others; with them as best_ref, the sample's logprob is
+    unchanged, its gradient as without them while it is above the floor and none once the
+    model makes its token PUSHED_DOWN_CLIP less likely than the reference did."""
+    from hitchhiker.training.full_information import PUSHED_DOWN_CLIP, reference_logps
+
+    model = _llama()
+    refs = reference_logps(model, BEST, share, eager=False, batch_size=2)
+    assert [[len(r) for r in x] for x in refs] == [[0, 2], [], [0]]  # the completion [8, 2], 2 trained alone
+    plain, _ = action_logps(model, BEST, share_prompt=share, eager=False, best=True)
+    # row 8: that sample; its first token is not trained
+    assert refs[0][1][0] == 0 and refs[0][1][1] == pytest.approx(float(plain[8].detach()), abs=1e-5)
+
+    def grad_of_pushed(ref_shift: float) -> tuple[torch.Tensor, torch.Tensor]:
+        batch = [{**x, "best_ref": [[v + ref_shift for v in r] for r in refs[i]]} for i, x in enumerate(BEST)]
+        model.zero_grad()
+        logps, _ = action_logps(model, batch, share_prompt=share, eager=False, best=True)
+        logps[8].backward()
+        return logps.detach(), torch.cat([p.grad.flatten() for p in model.parameters()])
+
+    above, g_above = grad_of_pushed(0.0)  # at its reference: above the floor
+    below, g_below = grad_of_pushed(-math.log(1 - PUSHED_DOWN_CLIP) + 0.01)  # already past it
+    torch.testing.assert_close(above, plain.detach(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(below, plain.detach(), atol=1e-5, rtol=1e-5)
+    assert g_above.abs().sum() > 0 and g_below.abs().sum() == 0
 
 
 def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_what_grounding_paid_it(tok):

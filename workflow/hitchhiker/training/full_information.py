@@ -40,34 +40,46 @@ own row. Either way the LM head runs at the completions' positions only.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from transformers import Trainer
 
 from hitchhiker.training import shared_prompt
 
+# a reason pushed down (rows.answer_reasons: its claims charged) is pushed until each of its
+# tokens is this much less likely than under the round's starting policy, and no further
+# (PPO's clip for a negative advantage, TRL's GRPO's epsilon): unbounded, the push took
+# SmolLM2 to whatever the pushed-down tokens left ("because because because ...", be077b6)
+PUSHED_DOWN_CLIP = 0.2
 
-def _rows(batch: list[dict], device, best: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+
+def _rows(batch: list[dict], device, best: bool) -> tuple[torch.Tensor, ...]:
     """Every (state, action) as a row: prompt left-padded, action right-padded (TRL's layout);
     with ``best``, then each of the state's samples the rationale trains (objectives.rows.action_rows'
     best_ids), its completion labelled on the tokens its best_mask marks. Returns input_ids,
     attention_mask, the labels (IGNORE past each completion's end and off the model's
-    tokens) and each row's state."""
-    rows = [(x["prompt_ids"], a, a, s) for s, x in enumerate(batch) for a in x["action_ids"]]
+    tokens), each label's floor (:data:`PUSHED_DOWN_CLIP` below its reference logprob where
+    the row has ``best_ref``, else -inf) and each row's state."""
+    rows = [(x["prompt_ids"], a, a, None, s) for s, x in enumerate(batch) for a in x["action_ids"]]
     for s, x in enumerate(batch if best else []):
         p = len(x["prompt_ids"])
-        for full, mask in zip(x["best_ids"], x["best_mask"], strict=True):  # the group's prompt, then a completion
+        refs = x.get("best_ref") or [None] * len(x["best_ids"])
+        for full, mask, ref in zip(x["best_ids"], x["best_mask"], refs, strict=True):  # the prompt, a completion
             c, trained = full[p:], mask[p:]
-            rows.append(
-                (x["prompt_ids"], c, [i if m else shared_prompt.IGNORE for i, m in zip(c, trained, strict=True)], s)
-            )
+            lab = [i if m else shared_prompt.IGNORE for i, m in zip(c, trained, strict=True)]
+            rows.append((x["prompt_ids"], c, lab, ref or None, s))
     p_w, t = max(len(p) for p, *_ in rows), max(len(c) for _, c, *_ in rows)
     ids = torch.zeros((len(rows), p_w + t), dtype=torch.long)
     mask = torch.zeros_like(ids)
     labels = torch.full((len(rows), t), shared_prompt.IGNORE, dtype=torch.long)
-    for i, (p, c, lab, _) in enumerate(rows):
+    floor = torch.full((len(rows), t), -math.inf)
+    for i, (p, c, lab, ref, _) in enumerate(rows):
         ids[i, p_w - len(p) : p_w], mask[i, p_w - len(p) : p_w + len(c)] = torch.tensor(p), 1
         ids[i, p_w : p_w + len(c)], labels[i, : len(c)] = torch.tensor(c), torch.tensor(lab)
-    return ids.to(device), mask.to(device), labels.to(device), [s for *_, s in rows]
+        if ref is not None:
+            floor[i, : len(c)] = torch.tensor(ref) + math.log(1 - PUSHED_DOWN_CLIP)
+    return ids.to(device), mask.to(device), labels.to(device), floor.to(device), [s for *_, s in rows]
 
 
 def _forward(model, ids, mask, position_ids, columns: torch.Tensor, eager: bool) -> torch.Tensor:
@@ -82,12 +94,16 @@ def _forward(model, ids, mask, position_ids, columns: torch.Tensor, eager: bool)
 
 
 def action_logps(
-    model, batch: list[dict], share_prompt: bool, eager: bool, best: bool = False
+    model, batch: list[dict], share_prompt: bool, eager: bool, best: bool = False, per_token: bool = False
 ) -> tuple[torch.Tensor, list[int]]:
     """log pi(action | prompt) of every (state, action) row of ``batch`` (rows of
     objectives.rows.action_rows), and each row's state; with ``best``, then the log-likelihood of
-    each best sample's model tokens (:func:`_rows`), its prompt shared with its actions'."""
-    ids, mask, labels, owner = _rows(batch, next(model.parameters()).device, best)
+    each best sample's model tokens (:func:`_rows`), its prompt shared with its actions'. A
+    token whose logprob is below its floor (a reason pushed down, once it is
+    :data:`PUSHED_DOWN_CLIP` less likely than under the round's starting policy) counts
+    without a gradient. With ``per_token``, each row's logprob at each completion position
+    (0 off its labels) rather than their sum."""
+    ids, mask, labels, floor, owner = _rows(batch, next(model.parameters()).device, best)
     t = labels.shape[1]
     if not share_prompt:
         # position p_w - 1 + j predicts the completion's token j
@@ -95,7 +111,7 @@ def action_logps(
         p_w = ids.shape[1] - t
         logp = _forward(model, ids, mask, positions, torch.arange(p_w - 1, p_w - 1 + t, device=ids.device), eager)
         taken = logp.gather(2, labels.clamp(min=0)[..., None])[..., 0]
-        return (taken * (labels != shared_prompt.IGNORE)).sum(1), owner
+        return _total(taken, labels != shared_prompt.IGNORE, floor, per_token), owner
     packed = shared_prompt.pack(ids, mask, t)
     g, width = packed.input_ids.shape
     row_of, pos = packed.index // width, packed.index % width
@@ -119,7 +135,40 @@ def action_logps(
     at[columns] = torch.arange(len(columns), device=ids.device)
     logp = _forward(model, inputs[0], inputs[2], inputs[1], columns, eager)
     taken = logp[row_of, at[pos], labels.clamp(min=0)]
-    return (taken * scored).sum(1), owner
+    return _total(taken, scored, floor, per_token), owner
+
+
+def _total(taken: torch.Tensor, scored: torch.Tensor, floor: torch.Tensor, per_token: bool) -> torch.Tensor:
+    # PPO's clip for a negative advantage (TRL's GRPO's epsilon): below its floor a token's
+    # logprob is a constant, so pushing it down stops there
+    taken = torch.where(taken < floor, taken.detach(), taken) * scored
+    return taken if per_token else taken.sum(1)
+
+
+def reference_logps(model, table: list[dict], share_prompt: bool, eager: bool, batch_size: int) -> list[list]:
+    """For each row of ``table`` (objectives.rows.action_rows'), each best sample's logprob at
+    each completion position under ``model`` as it is now (the round's starting policy), for
+    the samples pushed down (weight < 0), an empty list for the others: the floors
+    :func:`action_logps` stops pushing them at."""
+    out: list[list] = [[[] for _ in x["best_ids"]] for x in table]
+    todo = [i for i, x in enumerate(table) if any(w < 0 for w in x["best_weight"])]
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start : start + batch_size]
+            batch = [table[i] for i in chunk]
+            taken, _ = action_logps(model, batch, share_prompt, eager, best=True, per_token=True)
+            k = sum(len(table[i]["action_ids"]) for i in chunk)
+            j = 0
+            for i in chunk:
+                p = len(table[i]["prompt_ids"])
+                for n, (full, w) in enumerate(zip(table[i]["best_ids"], table[i]["best_weight"], strict=True)):
+                    if w < 0:
+                        out[i][n] = taken[k + j, : len(full) - p].tolist()
+                    j += 1
+    model.train(was_training)
+    return out
 
 
 def loss_and_stats(logps: torch.Tensor, owner: list[int], rewards: list[list[float]]) -> tuple[torch.Tensor, dict]:

@@ -42,15 +42,25 @@ def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_confi
     from peft import get_peft_model
     from transformers import TrainingArguments
 
-    from hitchhiker.training.full_information import FullInformationTrainer
+    from hitchhiker.training import shared_prompt
+    from hitchhiker.training.full_information import FullInformationTrainer, reference_logps
 
     tr = cfg["train"]
     bonus = cfg["grounding"]["reason_bonus"] if cfg["rollout"]["each_answer"] else None  # > 0: config.validate
     table = rows.action_rows(samples, priced, tokenizer, reason_bonus=bonus)
     if reads_written_answers(tr):
         print(f"full_information: the rationale trains {_trained_text(table, tokenizer)}", flush=True)
+    model = get_peft_model(model, peft_config) if peft_config is not None else model
+    if reads_written_answers(tr) and any(w < 0 for ws in table["best_weight"] for w in ws):
+        # the reasons pushed down stop at a floor under the round's starting policy, which is
+        # the model now (a fresh adapter adds nothing): one pass without gradients before training
+        attn = shared_prompt.packed_attention(model)
+        share = tr["share_prompt"] is not False and attn is not None
+        table["best_ref"] = reference_logps(
+            model, table.to_dict("records"), share, attn == "eager", tr["per_device_batch_size"]
+        )
     return FullInformationTrainer(
-        model=get_peft_model(model, peft_config) if peft_config is not None else model,
+        model=model,
         args=TrainingArguments(**common, remove_unused_columns=False),
         train_dataset=Dataset.from_pandas(table.drop(columns="group"), preserve_index=False),
         processing_class=tokenizer,
