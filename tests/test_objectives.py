@@ -309,7 +309,9 @@ def test_a_reason_pushed_down_stops_at_its_floor_under_the_rounds_starting_polic
     assert g_above.abs().sum() > 0 and g_below.abs().sum() == 0
 
 
-def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_what_grounding_paid_it(tok):
+def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_what_grounding_paid_it(
+    tok, base_run, tmp_path
+):
     """rollout.each_answer's targets: every sample after its answer word (the answer is
     full_information's action term's alone), weighed by what the grounding terms paid or
     charged its reason in units of the reason bonus, whatever the answer and whether or not
@@ -380,6 +382,23 @@ def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_what_g
     plain = objective_rows.action_rows(samples, priced, tok).set_index("group")
     assert plain.best_ids["1/b"] == [[5, 6, *no, *forecast]] and plain.best_weight["1/b"] == [1.0]
     assert plain.best_mask["1/b"] == [[0, 0] + [1] * (len(no) + len(forecast))]
+    # full_information's build gives the reason pushed down its floors (its logprobs under the
+    # round's starting policy, here the tiny base) and none to the others, then trains on them
+    from hitchhiker import policy
+    from hitchhiker.training.objectives import full_information
+
+    model = policy.load_model(base_run / "policy" / "round_0", {"trust_remote_code": False, "dtype": "float32"})
+    cfg = {
+        "train": {"share_prompt": None, "full_information": {"rationale": "best_answers"}, "per_device_batch_size": 2},
+        "rollout": {"each_answer": True},
+        "grounding": {"reason_bonus": 0.25},
+    }
+    common = dict(output_dir=str(tmp_path), use_cpu=True, report_to=[], max_steps=1, per_device_train_batch_size=2)
+    trainer = full_information.build(cfg, samples, priced, model, tok, None, common)
+    data = trainer.train_dataset.to_pandas()
+    lengths = {float(w): len(r) for w, r in zip(data.best_weight[0], data.best_ref[0], strict=True)}
+    assert lengths == pytest.approx({0.8: 0, 0.4: 0, -0.4: len(no) + len(because) + 1})
+    assert trainer.train().training_loss != 0
 
 
 @pytest.mark.slow
