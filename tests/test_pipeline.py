@@ -244,6 +244,9 @@ def test_the_grounding_reward_charges_each_unsupported_claim_and_pays_a_supporte
         "A: " + " ".join(f"{v:+.2f}" for v in recited) + " so",  # two figures its prompt shows: no reason
     ]
     rollouts.loc[pair, "completion"] = argued
+    # the same argument after the other answer: against its own answer
+    twin = next(i for i in range(5, len(rollouts)) if i != pair and rollouts.state_id[i] == rollouts.state_id[pair])
+    rollouts.loc[twin, "completion"] = "B" + argued[1:] if argued[0] == "A" else "A" + argued[1:]
     rollouts.to_parquet(tmp_path / "round_1.parquet")
     cfg = {**CFG, "grounding": {"unsupported_claim_penalty": 0.01, "reason_bonus": 0.1}}
     out = tmp_path / "buffer.duckdb"
@@ -272,12 +275,15 @@ def test_the_grounding_reward_charges_each_unsupported_claim_and_pays_a_supporte
     assert recital.reward == pytest.approx(recital.environment_reward)
     reason = by_text.loc[argued]
     assert (reason.reason_consistency, reason.reason_supported, reason.unsupported_claims) == (1, 1, 0)
-    # paid the bonus, less the share of the round's answers giving the same reason (itself)
-    assert reason.reward == pytest.approx(reason.environment_reward + 0.1 * (1 - 1 / len(got)))
+    # paid the bonus, less the share of the round's answers giving the same reason (itself and its twin)
+    assert reason.reward == pytest.approx(reason.environment_reward + 0.1 * (1 - 2 / len(got)))
     # the bonus goes exactly to the consistent, supported reasons (SmolLM2's own among them)
+    # and is taken from a reason against its own answer (the twin's among them)
+    assert by_text.loc["B" + argued[1:] if argued[0] == "A" else "A" + argued[1:], "reason_consistency"] == -1
     bonus = got.reward - (got.environment_reward - 0.01 * got.unsupported_claims)
-    good = got.reason_consistency.eq(1) & got.reason_supported.eq(1)
-    assert (bonus[good] > 0).all() and bonus[~good].abs().max() < 1e-9
+    good, against = got.reason_consistency.eq(1) & got.reason_supported.eq(1), got.reason_consistency.eq(-1)
+    assert (bonus[good] > 0).all() and bonus[~good & ~against].abs().max() < 1e-9
+    assert ((bonus[against] + 0.1).abs() < 1e-9).all()
 
 
 def test_policies_and_evaluation(pipeline):

@@ -84,6 +84,10 @@ def test_weather_consistent_inconsistent_and_unargued_reasons(weather):
         assert (got["reason_consistency"] == consistency).all()
         assert (got["reason_supported"] == supported).all()
         assert (got["rain_statement"] == 1 - supported).all() and (got["unsupported_claims"] == 1 - supported).all()
+        # the reason bonus pays the consistent, supported one, not the false one, and charges
+        # a reason against its own answer in full
+        paid = rationales.paid(got)
+        assert (paid > 0).all() if supported and consistency == 1 else (paid == min(consistency, 0)).all()
     # today's line recited: true, checked, a template on every answer, and no argument
     got = scored(WEATHER, recital, states, outcomes)
     assert (got["reason_consistency"] == 0).all() and (got["unsupported_claims"] == 0).all()

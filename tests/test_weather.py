@@ -451,10 +451,13 @@ def test_the_two_claims_design_runs_through_the_dag(tmp_path):
     assert log["full_information/p_best"].notna().any()
     with duckdb.connect(str(res / "buffer" / "round_1.duckdb"), read_only=True) as con:
         scores = con.execute("SELECT * FROM scores").df()
-    # the stored reward: the environment's, the penalty per claim, the bonus only for a paid reason
+    # the stored reward: the environment's, the penalty per claim, the bonus only for a paid
+    # reason, taken away for one against its own answer
     bonus = scores.reward - (scores.environment_reward - 0.1 * scores.unsupported_claims)
     good = scores.reason_consistency.eq(1) & scores.reason_supported.eq(1)
-    assert (bonus[~good].abs() < 1e-9).all() and (bonus[good] >= 0).all()
+    against = scores.reason_consistency.eq(-1)
+    assert (bonus[~good & ~against].abs() < 1e-9).all() and (bonus[good] >= 0).all()
+    assert ((bonus[against] + 0.25).abs() < 1e-9).all()
     # the rationale trains every sample whose reason the grounding terms paid or charged,
     # as its log says
     trained = int(((scores.reward - scores.environment_reward).abs() > 1e-9).sum())

@@ -82,11 +82,15 @@ def summary(completions: pd.Series) -> dict:
 
 
 def paid(answers: pd.DataFrame) -> pd.Series:
-    """What grounding.reason_bonus pays each answer for, from 0 to 1 (score's ``answers``: a
-    round's scored answers): where its reason argues for the answer given from statements its
-    prompt supports, one minus the share of the answers that give the same reason, figures
-    masked (a reason every answer copies earns nothing); else 0."""
+    """What grounding.reason_bonus pays or charges each answer for, from -1 to 1 (score's
+    ``answers``: a round's scored answers): where its reason argues for the answer given from
+    statements its prompt supports, one minus the share of the answers that give the same
+    reason, figures masked (a reason every answer copies earns nothing); -1 where it argues
+    for another answer than the one it gives (Trade-R1's consistency gate, as a charge: "no
+    because of rain", the reason of "yes" after "no", was 37% of the "no" answers of
+    weather_claims seed 0's round 1 at fb9cd0c, where it cost nothing); else 0."""
     said = reasons(answers["completion"])
     share = said.map(said.value_counts(normalize=True))
     good = (answers["reason_consistency"] == 1) & (answers["reason_supported"] == 1)
-    return ((1 - share) * good).astype(float)
+    against = answers["reason_consistency"] == -1
+    return ((1 - share) * good - against).astype(float)

@@ -4,7 +4,8 @@ code path for the score stage and for the TRL adapter (for_trl.py).
 The environment's reward (``environment_reward``) less grounding.unsupported_claim_penalty
 for each unsupported claim, plus grounding.reason_bonus where the reason argues for the answer
 from what the prompt supports, scaled down by how many of the batch's answers give the same
-reason (rationales.paid): a copied reason earns nothing.
+reason, less the bonus where it argues for another answer (rationales.paid): a copied reason
+earns nothing, one against its own answer costs what a reason for it earns.
 """
 
 from __future__ import annotations
