@@ -30,7 +30,9 @@ def _console():
 def console(line: str) -> None:
     """A line for the user's console as well as the job's log: what a run does that its
     config does not say (a request capped, a split cut to the data)."""
-    print(line, flush=True)
+    # on a line of its own in the job's log, where a progress bar may have drawn without one
+    bars = getattr(sys.modules.get("tqdm"), "tqdm", None)
+    print("\n" * bool(getattr(bars, "_instances", None)) + line, flush=True)
     term = _console()
     if term is not None:
         term.write(f"{line}\n")
