@@ -72,10 +72,11 @@ def answer_reasons(
     paid reason imitated alone (8a35375) taught a reason for whatever the answer was, false or
     not (21-32% of answers stated rain that did not fall); each reason by its advantage among
     its answer's samples (9a109e1) made a restated forecast, never false, the winner wherever
-    another sample stated something false (94% of round 1's answers argued nothing). Known
-    to fail too (be077b6, weather_claims seed 0, round 1): with nothing anchoring the reasons
-    pushed down, half the sampled answers became "because because ..." (docs/evidence.md).
-    Columns as best_answers', and weight."""
+    another sample stated something false (94% of round 1's answers argued nothing). With
+    nothing anchoring the reasons pushed down (be077b6, weather_claims seed 0, round 1), half
+    the sampled answers became "because because ..." (docs/evidence.md): the trainer now stops
+    pushing each token at a floor under the round's starting policy
+    (hitchhiker.training.full_information.PUSHED_DOWN_CLIP). Columns as best_answers', and weight."""
     weight = samples["grounding"].fillna(0.0) / reason_bonus
     # the reasons pushed down weigh at most what those imitated weigh, in all: pushed down at
     # -0.4 each, 260 false reasons against 93 imitated (round 1 of weather_claims seed 0)
