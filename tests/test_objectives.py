@@ -101,7 +101,8 @@ def test_the_loss_is_the_gap_weighted_cross_entropy_to_the_best_action():
     logps = torch.log(torch.tensor([0.2, 0.3, 0.1, 0.1, 0.3]))
     owner = [0, 0, 1, 1, 1]
     rewards = [[0.03, -0.01], [0.0, 0.02, 0.01]]
-    loss, stats = loss_and_stats(logps, owner, rewards)
+    loss, kl, stats = loss_and_stats(logps, owner, rewards)
+    assert kl.item() == 0.0  # no reference: no anchor
     w = torch.tensor([0.03 - 0.01, 0.02 - 0.01])  # best minus the actions' mean
     ce = -torch.log(torch.tensor([0.2, 0.1]))  # the best action's own probability, not renormalised
     torch.testing.assert_close(loss, (w * ce).sum() / w.sum())
@@ -113,6 +114,24 @@ def test_the_loss_is_the_gap_weighted_cross_entropy_to_the_best_action():
     # a state whose actions all pay the same weighs nothing
     tie = loss_and_stats(torch.zeros(2, requires_grad=True), [0, 0], [[0.01, 0.01]])[0]
     assert tie.item() == 0.0
+
+
+def test_the_decision_anchor_is_the_kl_from_the_starting_policy_over_the_actions():
+    owner, rewards = [0, 0, 1, 1, 1], [[0.03, -0.01], [0.0, 0.02, 0.01]]
+    refs = [[math.log(0.3), math.log(0.1)], [math.log(0.2)] * 3]
+    # as the starting policy, up to the mass off the actions: the renormalised KL is 0
+    same = torch.log(torch.tensor([0.15, 0.05, 0.1, 0.1, 0.1]))
+    assert loss_and_stats(same, owner, rewards, refs)[1].item() == pytest.approx(0.0, abs=1e-7)
+    logps = torch.log(torch.tensor([0.1, 0.3, 0.1, 0.1, 0.3])).requires_grad_()
+    _, kl, stats = loss_and_stats(logps, owner, rewards, refs)
+    expected = (
+        0.75 * math.log(0.75 / 0.25)
+        + 0.25 * math.log(0.25 / 0.75)
+        + sum(math.log((1 / 3) / q) / 3 for q in (0.2, 0.2, 0.6))
+    ) / 2
+    assert kl.item() == pytest.approx(expected, rel=1e-5) and stats["decision_kl"] == pytest.approx(expected, rel=1e-5)
+    kl.backward()  # pulls each action back towards its starting share
+    assert logps.grad[0] < 0 < logps.grad[1] and logps.grad[4] > 0 > logps.grad[2]
 
 
 def _config() -> dict:

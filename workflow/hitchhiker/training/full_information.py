@@ -27,8 +27,13 @@ objectives/rows.py: each group's best sample above its mean, the model's tokens;
 rollout.each_answer, every reason after its answer word weighed by what the grounding terms
 paid or charged it) is added to the action's, so the rationale learns from the samples that
 earned the most and, with each_answer, away from those whose claims do not hold.
+A trained reason moves the weights the answer word shares, and so the decision: with
+train.full_information.decision_anchor, from round 2 on, the loss adds that many times the
+mean KL divergence of each state's actions' distribution (renormalised over them) from the
+round's starting policy's, KL(start || pi), holding the decision the last round learned.
 No sampled completion is read, so no behaviour policy needs correcting (no importance
-sampling) and there is no reference policy (no KL term). TRL has no such objective: this is
+sampling), and the only reference is the round's starting policy (the anchor, and the floor
+of a reason pushed down). TRL has no such objective: this is
 a transformers Trainer with its own compute_loss, so checkpoints, resumption, LoRA,
 accelerate and DeepSpeed are the Trainer's.
 
@@ -171,14 +176,37 @@ def reference_logps(model, table: list[dict], share_prompt: bool, eager: bool, b
     return out
 
 
-def loss_and_stats(logps: torch.Tensor, owner: list[int], rewards: list[list[float]]) -> tuple[torch.Tensor, dict]:
+def action_reference(model, table: list[dict], share_prompt: bool, eager: bool, batch_size: int) -> list[list]:
+    """For each row of ``table``, log pi(action | prompt) of each of its actions under
+    ``model`` as it is now (the round's starting policy): what train.full_information.
+    decision_anchor holds the answer word to."""
+    out: list[list] = []
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, len(table), batch_size):
+            logps, _ = action_logps(model, table[start : start + batch_size], share_prompt, eager)
+            out.extend(logps.split([len(x["action_ids"]) for x in table[start : start + batch_size]]))
+    model.train(was_training)
+    return [x.tolist() for x in out]
+
+
+def loss_and_stats(
+    logps: torch.Tensor, owner: list[int], rewards: list[list[float]], refs: list[list[float]] | None = None
+) -> tuple[torch.Tensor, dict]:
     """The weighted cross-entropy of the module docstring, and what it saw: the mean
     probability of the best action among the actions (renormalised over them) and the share
-    of states whose most probable action is the best."""
+    of states whose most probable action is the best. With ``refs`` (each state's actions'
+    logprobs under the round's starting policy), also the states' mean KL divergence of the
+    actions' distribution from the starting policy's, KL(ref || pi), renormalised over the
+    actions, as the second term returned (stats' decision_kl)."""
     owner_t = torch.tensor(owner, device=logps.device)
-    terms, weights, p_best, picks = [], [], [], []
+    terms, weights, p_best, picks, kls = [], [], [], [], []
     for s, r in enumerate(rewards):
         log_q = torch.log_softmax(logps[owner_t == s], dim=0)
+        if refs is not None:
+            log_ref = torch.log_softmax(torch.tensor(refs[s], dtype=log_q.dtype, device=log_q.device), dim=0)
+            kls.append((log_ref.exp() * (log_ref - log_q)).sum())
         r = torch.tensor(r, dtype=log_q.dtype, device=log_q.device)
         best = int(torch.argmax(r))  # the first among equals
         weights.append(r[best] - r.mean())
@@ -188,7 +216,10 @@ def loss_and_stats(logps: torch.Tensor, owner: list[int], rewards: list[list[flo
     w = torch.stack(weights)
     loss = (w * torch.stack(terms)).sum() / w.sum().clamp(min=torch.finfo(w.dtype).tiny)
     stats = {"p_best": float(torch.stack(p_best).mean()), "picks_best": sum(picks) / len(picks)}
-    return loss, stats
+    kl = torch.stack(kls).mean() if kls else loss.new_zeros(())
+    if kls:
+        stats["decision_kl"] = float(kl.detach())
+    return loss, kl, stats
 
 
 class FullInformationTrainer(Trainer):
@@ -198,12 +229,13 @@ class FullInformationTrainer(Trainer):
     logs full_information/p_best, full_information/picks_best (and best_answers_loss), means
     over the steps since the last log."""
 
-    def __init__(self, *args, share_prompt: bool, rationale: str = "untrained", **kwargs):
+    def __init__(self, *args, share_prompt: bool, rationale: str = "untrained", decision_anchor: float = 0.0, **kwargs):
         super().__init__(*args, data_collator=lambda rows: {"rows": rows}, **kwargs)
         self.share_prompt = share_prompt
         if share_prompt and self.args.bf16:  # as the GRPO and DPO steps
             shared_prompt.keep_lora_inputs_in_bf16(self.model)
         self.rationale = rationale
+        self.decision_anchor = decision_anchor
         self._seen: list[dict] = []
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -213,7 +245,9 @@ class FullInformationTrainer(Trainer):
         rationale = self.rationale == "best_answers" and any(x["best_ids"] for x in rows)
         logps, owner = action_logps(model, rows, share, attn == "eager", best=rationale)
         k = sum(len(x["action_ids"]) for x in rows)  # the actions' rows, then the best samples'
-        loss, stats = loss_and_stats(logps[:k], owner[:k], [x["rewards"] for x in rows])
+        refs = [x["action_ref"] for x in rows] if self.decision_anchor else None
+        loss, kl, stats = loss_and_stats(logps[:k], owner[:k], [x["rewards"] for x in rows], refs)
+        loss = loss + self.decision_anchor * kl
         if rationale:
             # best_answers' loss (SFTTrainer's completion-only loss): the negative
             # log-likelihood of every trained token of the batch's samples, each sample's

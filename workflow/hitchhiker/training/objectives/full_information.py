@@ -10,7 +10,7 @@ import pandas as pd
 from hitchhiker.cli import HitchhikerError
 from hitchhiker.training.objectives import rows
 
-READS = [("share_prompt",), ("full_information", "rationale")]
+READS = [("share_prompt",), ("full_information", "rationale"), ("full_information", "decision_anchor")]
 PRICED = True
 
 
@@ -43,7 +43,7 @@ def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_confi
     from transformers import TrainingArguments
 
     from hitchhiker.training import shared_prompt
-    from hitchhiker.training.full_information import FullInformationTrainer, reference_logps
+    from hitchhiker.training.full_information import FullInformationTrainer, action_reference, reference_logps
 
     tr = cfg["train"]
     bonus = cfg["grounding"]["reason_bonus"] if cfg["rollout"]["each_answer"] else None  # > 0: config.validate
@@ -51,12 +51,18 @@ def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_confi
     if reads_written_answers(tr):
         print(f"full_information: the rationale trains {_trained_text(table, tokenizer)}", flush=True)
     model = get_peft_model(model, peft_config) if peft_config is not None else model
+    # the round's starting policy is the model now (a fresh adapter adds nothing): what the
+    # trainer holds to is read in one pass without gradients before training
+    attn = shared_prompt.packed_attention(model)
+    share = tr["share_prompt"] is not False and attn is not None
     if reads_written_answers(tr) and any(w < 0 for ws in table["best_weight"] for w in ws):
-        # the reasons pushed down stop at a floor under the round's starting policy, which is
-        # the model now (a fresh adapter adds nothing): one pass without gradients before training
-        attn = shared_prompt.packed_attention(model)
-        share = tr["share_prompt"] is not False and attn is not None
+        # the reasons pushed down stop at a floor under it
         table["best_ref"] = reference_logps(
+            model, table.to_dict("records"), share, attn == "eager", tr["per_device_batch_size"]
+        )
+    anchor = tr["full_information"]["decision_anchor"] if int(samples["round"].max()) > 1 else 0.0
+    if anchor:
+        table["action_ref"] = action_reference(
             model, table.to_dict("records"), share, attn == "eager", tr["per_device_batch_size"]
         )
     return FullInformationTrainer(
@@ -66,6 +72,7 @@ def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_confi
         processing_class=tokenizer,
         share_prompt=tr["share_prompt"] is not False,
         rationale=tr["full_information"]["rationale"],
+        decision_anchor=anchor,
     )
 
 
