@@ -160,7 +160,7 @@ def before_training(tmp_path_factory):
 @pytest.mark.parametrize(
     "objective, extra",
     [("dpo", {}), ("best_answers", {}), ("full_information", {"lr_scheduler": "constant", "per_device_batch_size": 4}),
-     ("full_information", {"full_information": {"rationale": "best_answers"}})],
+     ("full_information", {"full_information": {"rationale": "best_answers", "decision_anchor": 1.0}})],
     ids=["dpo", "best_answers", "full_information", "full_information-rationale"],
 )  # fmt: skip
 def test_each_objective_runs_every_stage_of_the_dag(objective, extra, before_training, tmp_path):
@@ -199,6 +199,8 @@ def test_each_objective_runs_every_stage_of_the_dag(objective, extra, before_tra
             key = "full_information/best_answers_loss"
             assert (key in train_log and train_log[key].notna().any()) == (not best.empty)
             rationale += not best.empty
+            # the decision held at the round's starting policy from round 2 on, not at the base
+            assert ("full_information/decision_kl" in train_log) == (r > 1)
     assert trained >= 1 and (rationale >= 1 or "full_information" not in extra)
     if objective == "full_information":  # its rows: every action's text, as the policy's tokenizer spells it
         samples = buffer.replay(res / "buffer" / "round_1.duckdb", name, 1)
