@@ -346,6 +346,7 @@ def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_what_g
     samples = pd.DataFrame(
         {
             "group": ["1/a"] * 5 + ["1/b"] * 4,
+            "round": [1] * 9,
             "state_id": ["a"] * 5 + ["b"] * 4,
             "sample_idx": [0, 1, 2, 3, 4, 0, 1, 2, 3],
             "prompt_ids": [[5, 6]] * 9,
