@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+TEMPLATE_SHARE = 0.2
 _NUMBER = r"[+-]?\d+(?:[.,]\d+)*"
 
 
@@ -93,4 +94,7 @@ def paid(answers: pd.DataFrame) -> pd.Series:
     share = said.map(said.value_counts(normalize=True))
     good = (answers["reason_consistency"] == 1) & (answers["reason_supported"] == 1)
     against = answers["reason_consistency"] == -1
-    return ((1 - share) * good - against).astype(float)
+    # a reason one answer in five gives earns nothing (the template bound of issue 70's
+    # done-when): at (1 - share), "because of the rain." in 16% of round 2's samples earned
+    # 0.84 and rose to 23% of the evaluated answers (weather_claims seed 0, a2)
+    return ((1 - share / TEMPLATE_SHARE).clip(lower=0) * good - against).astype(float)
