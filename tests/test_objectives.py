@@ -394,10 +394,10 @@ def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_what_g
         ends = 1 if w < 0 else 0
         assert ids[-1] == end[0] or ends == 0
         assert mask == [0] * untrained + [1] * (len(ids) - untrained - ends) + [0] * ends
-    # the reasons pushed down weigh at most what those imitated weigh, in all: two false
-    # reasons beside one paid 0.4 are pushed down at -0.2 each, not -0.4
+    # the reasons pushed down weigh what their claims cost, whatever the imitated ones weigh:
+    # two false reasons beside one paid 0.4 are pushed down at -0.4 each
     pushed = objective_rows.answer_reasons(samples.iloc[[2, 3, 3]].assign(grounding=[0.1, -0.1, -0.1]), [yes, no], 0.25)
-    assert pushed.weight.tolist() == pytest.approx([0.4, -0.2, -0.2])
+    assert pushed.weight.tolist() == pytest.approx([0.4, -0.4, -0.4])
     # state b: no reason paid or charged: no target, the answer still priced
     assert rows.best_ids["1/b"] == [] and rows.best_mask["1/b"] == [] and rows.best_weight["1/b"] == []
     assert rows.action_ids["1/b"] == [yes, no] and rows.rewards["1/b"] == [0.0, 1.0]

@@ -84,10 +84,10 @@ def test_weather_consistent_inconsistent_and_unargued_reasons(weather):
         assert (got["reason_consistency"] == consistency).all()
         assert (got["reason_supported"] == supported).all()
         assert (got["rain_statement"] == 1 - supported).all() and (got["unsupported_claims"] == 1 - supported).all()
-        # the reason bonus pays the consistent, supported one, not the false one, and charges
-        # a reason against its own answer in full
-        paid = rationales.paid(got)
-        assert (paid > 0).all() if supported and consistency == 1 else (paid == min(consistency, 0)).all()
+        # the reason bonus pays no false one, and charges a reason against its own answer in
+        # full; the consistent, supported one is one of two reasons every answer gives: a
+        # template, paid nothing (the varied ones are paid: the test below)
+        assert (rationales.paid(got) == min(consistency, 0)).all()
     # today's line recited: true, checked, a template on every answer, and no argument
     got = scored(WEATHER, recital, states, outcomes)
     assert (got["reason_consistency"] == 0).all() and (got["unsupported_claims"] == 0).all()
@@ -129,7 +129,20 @@ def test_a_template_earns_no_reason_bonus_and_a_varied_supported_reason_does(wea
     varied = [f"{'yes' if w else 'no'}, it {days[bool(w)]} on {d:%A}" for w, d in zip(wet, states["date"], strict=True)]
     got = scored(WEATHER, varied, states, outcomes)
     assert (got["reason_consistency"] == 1).all() and (got["reason_supported"] == 1).all()
-    assert rationales.paid(got).min() > 0.8  # seven weekdays x two words: each reason about 1/14 of the round
+    # seven weekdays x two words: each reason 1/14 of the round on average, paid 1 - share / 0.2
+    said = rationales.reasons(got["completion"])
+    share = said.map(said.value_counts(normalize=True))
+    assert rationales.paid(got).tolist() == pytest.approx((1 - share / rationales.TEMPLATE_SHARE).tolist())
+    assert rationales.paid(got).min() > 0  # none is one answer in five
+    # a reason one answer in five gives, or more, earns nothing, however true; one under a
+    # fifth still earns something
+    for k, earns in [(-(-len(states) // 5), False), (len(states) // 5 - 1, True)]:
+        common = np.flatnonzero(wet)[:k]
+        assert len(common) == k
+        got = scored(
+            WEATHER, ["yes, it rained today" if i in common else v for i, v in enumerate(varied)], states, outcomes
+        )
+        assert (rationales.paid(got).iloc[common] > 0).all() == earns and (rationales.paid(got).iloc[common] >= 0).all()
 
 
 def test_the_weathers_changed_prompt_moves_a_reader_and_not_a_policy_that_ignores_it(weather):

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+TEMPLATE_SHARE = 0.2
 _NUMBER = r"[+-]?\d+(?:[.,]\d+)*"
 
 
@@ -84,8 +85,11 @@ def summary(completions: pd.Series) -> dict:
 def paid(answers: pd.DataFrame) -> pd.Series:
     """What grounding.reason_bonus pays or charges each answer for, from -1 to 1 (score's
     ``answers``: a round's scored answers): where its reason argues for the answer given from
-    statements its prompt supports, one minus the share of the answers that give the same
-    reason, figures masked (a reason every answer copies earns nothing); -1 where it argues
+    statements its prompt supports, 1 - share / TEMPLATE_SHARE, share being the share of the
+    answers that give the same reason, figures masked (a reason one answer in five gives, or
+    more, earns nothing: the template bound of issue 70's done-when; at 1 - share, "because of
+    the rain." in 16% of round 2's samples earned 0.84 and rose to 23% of the evaluated
+    answers, weather_claims seed 0 at c71521d); -1 where it argues
     for another answer than the one it gives (Trade-R1's consistency gate, as a charge: "no
     because of rain", the reason of "yes" after "no", was 37% of the "no" answers of
     weather_claims seed 0's round 1 at fb9cd0c, where it cost nothing); else 0."""
@@ -93,4 +97,4 @@ def paid(answers: pd.DataFrame) -> pd.Series:
     share = said.map(said.value_counts(normalize=True))
     good = (answers["reason_consistency"] == 1) & (answers["reason_supported"] == 1)
     against = answers["reason_consistency"] == -1
-    return ((1 - share) * good - against).astype(float)
+    return ((1 - share / TEMPLATE_SHARE).clip(lower=0) * good - against).astype(float)

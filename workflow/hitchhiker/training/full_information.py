@@ -56,7 +56,7 @@ from hitchhiker.training import shared_prompt
 # tokens is this much less likely than under the round's starting policy, and no further
 # (PPO's clip for a negative advantage, TRL's GRPO's epsilon): unbounded, the push took
 # SmolLM2 to whatever the pushed-down tokens left ("because because because ...", be077b6)
-PUSHED_DOWN_CLIP = 0.2
+PUSHED_DOWN_CLIP = 0.35
 
 
 def _rows(batch: list[dict], device, best: bool) -> tuple[torch.Tensor, ...]:

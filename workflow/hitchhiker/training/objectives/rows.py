@@ -78,12 +78,10 @@ def answer_reasons(
     pushing each token at a floor under the round's starting policy
     (hitchhiker.training.full_information.PUSHED_DOWN_CLIP). Columns as best_answers', and weight."""
     weight = samples["grounding"].fillna(0.0) / reason_bonus
-    # the reasons pushed down weigh at most what those imitated weigh, in all: pushed down at
-    # -0.4 each, 260 false reasons against 93 imitated (round 1 of weather_claims seed 0)
-    # taught SmolLM2 "yes because because because ..." in 799 of 800 sampled answers
-    # (likelihood pushed down without a bound has no floor; the imitated text holds it up)
-    up, down = weight.clip(lower=0).sum(), -weight.clip(upper=0).sum()
-    weight = weight.where(weight >= 0, weight * min(1.0, up / down) if down else 0.0)
+    # the reasons pushed down weigh what their claims cost, unscaled: the floor
+    # (full_information.PUSHED_DOWN_CLIP) bounds each pushed token, which an earlier budget
+    # (pushed-down mass <= imitated mass) stood in for; with the template cap (rationales.paid)
+    # that budget scaled round 2's pushes to 0.37 and false rain rose (weather_claims seed 0)
     # left untrained: the answer word's tokens (0 where none leads), and in a reason pushed
     # down, what every reason shares: the words rollout wrote after the answer ("because": a
     # behaviour logprob of 0) and the end of the turn (``eos``). Pushed down by the false
