@@ -275,9 +275,9 @@ def test_the_grounding_reward_charges_each_unsupported_claim_and_pays_a_supporte
     assert recital.reward == pytest.approx(recital.environment_reward)
     reason = by_text.loc[argued]
     assert (reason.reason_consistency, reason.reason_supported, reason.unsupported_claims) == (1, 1, 0)
-    # paid the bonus times 1 - share/0.2, share being that of the round's answers giving the same
+    # paid the bonus times 1 - share/0.1, share being that of the round's answers giving the same
     # reason (itself and its twin: 2 of 64)
-    assert reason.reward == pytest.approx(reason.environment_reward + 0.1 * (1 - 2 / len(got) / 0.2))
+    assert reason.reward == pytest.approx(reason.environment_reward + 0.1 * (1 - 2 / len(got) / 0.1))
     # the bonus goes exactly to the consistent, supported reasons (SmolLM2's own among them)
     # and is taken from a reason against its own answer (the twin's among them)
     assert by_text.loc["B" + argued[1:] if argued[0] == "A" else "A" + argued[1:], "reason_consistency"] == -1

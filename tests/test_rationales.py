@@ -126,17 +126,20 @@ def test_a_template_earns_no_reason_bonus_and_a_varied_supported_reason_does(wea
     template = scored(WEATHER, ["yes, it rained today"] * len(states), states, outcomes)
     assert rationales.paid(template).max() == 0  # every answer gives it: nothing paid, true or not
     days = {True: "rained", False: "was dry"}
-    varied = [f"{'yes' if w else 'no'}, it {days[bool(w)]} on {d:%A}" for w, d in zip(wet, states["date"], strict=True)]
+    varied = [
+        f"{'yes' if w else 'no'}, it {days[bool(w)]} on a {d:%A} in {d:%B}"
+        for w, d in zip(wet, states["date"], strict=True)
+    ]
     got = scored(WEATHER, varied, states, outcomes)
     assert (got["reason_consistency"] == 1).all() and (got["reason_supported"] == 1).all()
-    # seven weekdays x two words: each reason 1/14 of the round on average, paid 1 - share / 0.2
+    # seven weekdays x ten months x two words: each reason one or two of the 60 answers, paid 1 - share / 0.1
     said = rationales.reasons(got["completion"])
     share = said.map(said.value_counts(normalize=True))
-    assert rationales.paid(got).tolist() == pytest.approx((1 - share / rationales.TEMPLATE_SHARE).tolist())
-    assert rationales.paid(got).min() > 0  # none is one answer in five
-    # a reason one answer in five gives, or more, earns nothing, however true; one under a
-    # fifth still earns something
-    for k, earns in [(-(-len(states) // 5), False), (len(states) // 5 - 1, True)]:
+    assert rationales.paid(got).tolist() == pytest.approx((1 - share / rationales.PAID_SHARE).tolist())
+    assert rationales.paid(got).min() > 0  # none is one answer in ten
+    # a reason one answer in ten gives, or more, earns nothing, however true; one under a
+    # tenth still earns something
+    for k, earns in [(-(-len(states) // 10), False), (len(states) // 10 - 1, True)]:
         common = np.flatnonzero(wet)[:k]
         assert len(common) == k
         got = scored(

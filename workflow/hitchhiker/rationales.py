@@ -1,8 +1,9 @@
 """Measures of an answer's reason that a copied template cannot pass, for every environment.
 
 A reason is what a completion says after its decision (its first word: "A", "yes",
-"A=0.6,"), lowercased, with every number masked ("#") and runs of white space made one, so
-that "A: +0.25 +2.01" and "A: -1.10 +0.40" are one template: the same words, other figures.
+"A=0.6,"), lowercased, with every number masked ("#"), punctuation dropped and runs of white
+space made one, so that "A: +0.25 +2.01" and "A: -1.10 +0.40" are one template (the same
+words, other figures), as are "because of the rain." and "because of the rain".
 Of one policy's answers in one decoding mode:
 
 template_rate     per answer, 1.0 where its reason is the most common non-empty one among
@@ -34,15 +35,21 @@ from __future__ import annotations
 
 import pandas as pd
 
-TEMPLATE_SHARE = 0.2
+TEMPLATE_SHARE = 0.2  # the template share issue 70's done-when allows
+# where grounding.reason_bonus stops paying a reason (rationales.paid): half the allowed share,
+# because imitation concentrates what it pays: "because of the rain" was 6% of weather_claims
+# seed 0's round-2 samples at 8c0ec98, paid 0.7 of the bonus, and 25% of its answers after
+PAID_SHARE = 0.1
 _NUMBER = r"[+-]?\d+(?:[.,]\d+)*"
 
 
 def reasons(completions: pd.Series) -> pd.Series:
-    """Each completion's reason: after its first word, lowercased, numbers masked."""
+    """Each completion's reason: after its first word, lowercased, numbers masked, punctuation
+    dropped."""
     text = completions.fillna("").astype(str).str.strip().str.lower()
     after = text.str.split(n=1).str[1].astype(object).fillna("").astype(str)
-    return after.str.replace(_NUMBER, "#", regex=True).str.replace(r"\s+", " ", regex=True).str.strip()
+    masked = after.str.replace(_NUMBER, "#", regex=True)
+    return masked.str.replace(r"[^\w#]+", " ", regex=True).str.strip()
 
 
 def indicators(answers: pd.DataFrame) -> pd.DataFrame:
@@ -85,11 +92,12 @@ def summary(completions: pd.Series) -> dict:
 def paid(answers: pd.DataFrame) -> pd.Series:
     """What grounding.reason_bonus pays or charges each answer for, from -1 to 1 (score's
     ``answers``: a round's scored answers): where its reason argues for the answer given from
-    statements its prompt supports, 1 - share / TEMPLATE_SHARE, share being the share of the
-    answers that give the same reason, figures masked (a reason one answer in five gives, or
-    more, earns nothing: the template bound of issue 70's done-when; at 1 - share, "because of
+    statements its prompt supports, 1 - share / PAID_SHARE, share being the share of the
+    answers that give the same reason (:func:`reasons`: figures masked, punctuation dropped),
+    so that a reason one answer in ten gives, or more, earns nothing (at 1 - share, "because of
     the rain." in 16% of round 2's samples earned 0.84 and rose to 23% of the evaluated
-    answers, weather_claims seed 0 at c71521d); -1 where it argues
+    answers, weather_claims seed 0 at c71521d; at 1 - share / 0.2, in 6% it earned 0.7 and
+    rose to 25%, seed 0 at 8c0ec98); -1 where it argues
     for another answer than the one it gives (Trade-R1's consistency gate, as a charge: "no
     because of rain", the reason of "yes" after "no", was 37% of the "no" answers of
     weather_claims seed 0's round 1 at fb9cd0c, where it cost nothing); else 0."""
@@ -97,4 +105,4 @@ def paid(answers: pd.DataFrame) -> pd.Series:
     share = said.map(said.value_counts(normalize=True))
     good = (answers["reason_consistency"] == 1) & (answers["reason_supported"] == 1)
     against = answers["reason_consistency"] == -1
-    return ((1 - share / TEMPLATE_SHARE).clip(lower=0) * good - against).astype(float)
+    return ((1 - share / PAID_SHARE).clip(lower=0) * good - against).astype(float)
