@@ -223,9 +223,18 @@ def _prompt_words(prompt: str) -> frozenset[str]:
 def _unknown_tickers(b: claims.Batch, tickers_: list) -> np.ndarray:
     found = b.finditer(_TICKER, "ticker")
     words = {(int(i), m.group(1)) for m, i in zip(found, b.owner(found), strict=True)}
-    unknown = [
-        i for i, w in words if w not in COMMON and w not in set(tickers_[i]) and w not in _prompt_words(b.prompts[i])
-    ]
+    # each prompt's own words read once per batch: _prompt_words' cache holds 4,096 prompts,
+    # and a round of a large run has more (100k completions of 12,500 states: 1.3 of 7.8 s)
+    shown: dict[int, frozenset[str]] = {}
+    unknown = []
+    for i, w in words:
+        if w in COMMON or w in tickers_[i]:
+            continue
+        p = b.prompt_of[i]
+        if p not in shown:
+            shown[p] = _prompt_words(b.unique[p])
+        if w not in shown[p]:
+            unknown.append(i)
     return np.bincount(np.asarray(unknown, dtype=np.int64), minlength=b.n).astype(np.int64)
 
 
