@@ -185,15 +185,29 @@ def test_the_packed_row_shares_each_prompt_once():
     ids = torch.tensor([[0, 5, 6, 7, 1, 2], [0, 5, 6, 7, 3, 0], [8, 9, 6, 7, 4, 4]])
     mask = torch.tensor([[0, 1, 1, 1, 1, 1], [0, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]])
     packed = shared_prompt.pack(ids, mask, 2)
-    # group [5 6 7]: prefix 5 6, then blocks [7, 1] and [7, 3]; group [8 9 6 7]: prefix 8 9 6, block [7, 4]
-    assert packed.input_ids.tolist() == [[5, 6, 7, 1, 7, 3], [8, 9, 6, 7, 4, 0]]
-    assert packed.position_ids.tolist() == [[1, 2, 3, 4, 3, 4], [0, 1, 2, 3, 4, 0]]  # the unshared positions
-    assert packed.shift_labels.tolist() == [[-100, -100, 1, 2, 3, -100], [-100, -100, -100, 4, 4, -100]]
+    # group [5 6 7]: prefix 5 6, then blocks [7, 1] and [7] (row 1's completion is one token);
+    # group [8 9 6 7]: prefix 8 9 6, block [7, 4]
+    assert packed.input_ids.tolist() == [[5, 6, 7, 1, 7], [8, 9, 6, 7, 4]]
+    assert packed.position_ids.tolist() == [[1, 2, 3, 4, 3], [0, 1, 2, 3, 4]]  # the unshared positions
+    assert packed.shift_labels.tolist() == [[-100, -100, 1, 2, 3], [-100, -100, -100, 4, 4]]
     allowed = packed.attention_mask[0, 0]
-    assert allowed[5].tolist() == [True, True, False, False, True, True]  # block 2 sees the prefix and itself
-    assert allowed[3].tolist() == [True, True, True, True, False, False]
-    assert not packed.attention_mask[1, 0, :5, 5].any()  # no token attends to the padding
-    assert packed.index.tolist() == [[2, 3], [4, 5], [6 + 3, 6 + 4]]
+    assert allowed[4].tolist() == [True, True, False, False, True]  # block 2 sees the prefix and itself
+    assert allowed[3].tolist() == [True, True, True, True, False]
+    # row 1's second column (padding in TRL's row, never scored) reads its block's first
+    assert packed.index.tolist() == [[2, 3], [4, 4], [5 + 3, 5 + 4]]
+
+
+def test_a_short_completion_takes_only_its_own_positions():
+    # the blocks are as long as each completion, not the batch's longest: an answer word
+    # beside a reason costs one position, and a completion with no token one
+    ids = torch.tensor([[0, 5, 6, 1, 0, 0, 0], [0, 5, 6, 2, 3, 4, 9], [7, 5, 6, 0, 0, 0, 0]])
+    mask = torch.tensor([[0, 1, 1, 1, 0, 0, 0], [0, 1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0, 0]])
+    packed = shared_prompt.pack(ids, mask, 4)
+    # group [5 6]: prefix 5, blocks [6] and [6, 2, 3, 4]; group [7 5 6]: prefix 7 5, block [6]
+    assert packed.input_ids.tolist() == [[5, 6, 6, 2, 3, 4], [7, 5, 6, 0, 0, 0]]
+    assert packed.shift_labels[0].tolist() == [-100, 1, 2, 3, 4, 9]
+    assert packed.index.tolist() == [[1, 1, 1, 1], [2, 3, 4, 5], [8, 8, 8, 8]]
+    assert packed.shift_labels[1].tolist() == [-100] * 6  # the empty completion's one position: unscored
 
 
 def test_rows_padded_to_a_multiple_give_the_same_logprobs_and_gradients(tok, tmp_path, monkeypatch):

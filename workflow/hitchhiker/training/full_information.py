@@ -122,7 +122,9 @@ def action_logps(
     row_of, pos = packed.index // width, packed.index % width
     # move each packed row's padding to its front, so that every row's blocks end at the last
     # column and the rows' scored positions fall in few columns, where the LM head runs
-    end = torch.zeros(g, dtype=torch.long, device=ids.device).scatter_reduce(0, row_of[:, -1], pos[:, -1] + 1, "amax")
+    end = torch.zeros(g, dtype=torch.long, device=ids.device).scatter_reduce(
+        0, row_of.flatten(), pos.flatten() + 1, "amax"
+    )
     shift = width - end
     roll = lambda x, s, dims: torch.roll(x, shifts=(s,) * len(dims), dims=dims)  # noqa: E731
     inputs = [

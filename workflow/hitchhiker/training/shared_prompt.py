@@ -7,6 +7,10 @@ that prompt computed B times. Here each group becomes one packed row::
     [prompt[:-1]] [prompt[-1], c_1[:-1]] [prompt[-1], c_2[:-1]] ... [prompt[-1], c_B[:-1]]
      shared prefix   block 1                block 2                    block B
 
+each block as long as its own completion (to its last attended token), not the batch's
+longest: full_information's answer words are a token each beside reasons of up to 26
+(weather_claims: 22% fewer positions in its round-1 batches than with blocks of one length)
+
 with a 4D attention mask under which the prefix is causal and each block sees the prefix
 and itself (causally), never another block, and position ids that give every token the
 position it has in TRL's unshared row (left padding included). Block b's position j
@@ -62,6 +66,7 @@ class Packed:
     position_ids: torch.Tensor  # (G, L)
     shift_labels: torch.Tensor  # (G, L): the token each position predicts, IGNORE where none
     index: torch.Tensor  # (N, T): where each row's completion logprobs lie in the flattened (G * L)
+    # (past a row's last attended token: its block's first position, never scored)
 
 
 def left_padded(prompt_mask: torch.Tensor) -> bool:
@@ -89,8 +94,17 @@ def pack(input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_len: 
     member[order] = torch.arange(n, device=dev) - first[group_of[order]]
     lead = order[first]  # each group's first row, whose prompt the group shares
     prefix = pmask.sum(1)[lead] - 1  # the shared prefix: the prompt less its last token
+    # row r's block: its completion to its last attended token (at least the prompt's last
+    # token, which predicts the completion's first), after the blocks of its group's earlier rows
+    cols_t = torch.arange(t, device=dev)
+    length = torch.where(cmask, cols_t + 1, 0).amax(1).clamp(min=1)
+    sorted_len = length[order]
+    before = torch.cumsum(sorted_len, 0) - sorted_len
+    offset = torch.empty_like(length)
+    offset[order] = before - before[first][group_of[order]]
+    blocks = torch.zeros(len(size), dtype=torch.long, device=dev).index_add_(0, group_of, length)
     multiple = PAD_TO.get(dev.type, 1)
-    g, width_out = len(size), -(-int((prefix + size * t).max()) // multiple) * multiple
+    g, width_out = len(size), -(-int((prefix + blocks).max()) // multiple) * multiple
 
     # Group k's prefix: its column j < prefix[k] holds prompt column p_w - 1 - prefix[k] + j,
     # which is also the position the token has in TRL's unshared row.
@@ -103,15 +117,17 @@ def pack(input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_len: 
     valid = in_prefix.clone()  # a key anyone may attend to
     segment = torch.where(in_prefix, 0, -1)  # 0 prefix, b block b, -1 padding
 
-    # Row r's block: t positions from prefix + b * t of its group's row, the prompt's last
-    # token then the completion's first t - 1, predicting the completion.
-    index = (group_of * width_out + prefix[group_of] + member * t)[:, None] + torch.arange(t, device=dev)
-    flat = index.reshape(-1)
-    ids.view(-1)[flat] = torch.cat([prompt[:, -1:], comp[:, : t - 1]], 1).reshape(-1)
-    pos.view(-1)[flat] = torch.arange(p_w - 1, p_w - 1 + t, device=dev).repeat(n)
-    labels.view(-1)[flat] = comp.masked_fill(~cmask, IGNORE).reshape(-1)
-    valid.view(-1)[flat] = torch.cat([torch.ones_like(cmask[:, :1]), cmask[:, : t - 1]], 1).reshape(-1)
-    segment.view(-1)[flat] = (member + 1).repeat_interleave(t)
+    # Row r's block: the prompt's last token then the completion's first length - 1, predicting
+    # the completion; its columns past its length (never scored) read the block's first.
+    inside = cols_t < length[:, None]
+    start = group_of * width_out + prefix[group_of] + offset
+    index = start[:, None] + torch.where(inside, cols_t, 0)
+    flat = index[inside]
+    ids.view(-1)[flat] = torch.cat([prompt[:, -1:], comp[:, : t - 1]], 1)[inside]
+    pos.view(-1)[flat] = (p_w - 1 + cols_t).expand(n, t)[inside]
+    labels.view(-1)[flat] = comp.masked_fill(~cmask, IGNORE)[inside]
+    valid.view(-1)[flat] = torch.cat([torch.ones_like(cmask[:, :1]), cmask[:, : t - 1]], 1)[inside]
+    segment.view(-1)[flat] = (member + 1)[:, None].expand(n, t)[inside]
     q, kk = segment[:, :, None], segment[:, None, :]
     causal = torch.ones((width_out, width_out), dtype=torch.bool, device=dev).tril()
     mask = causal & valid[:, None, :] & ((kk == 0) | (kk == q))
