@@ -160,8 +160,10 @@ def before_training(tmp_path_factory):
 @pytest.mark.parametrize(
     "objective, extra",
     [("dpo", {}), ("best_answers", {}), ("full_information", {"lr_scheduler": "constant", "per_device_batch_size": 4}),
-     ("full_information", {"full_information": {"rationale": "best_answers", "decision_anchor": 1.0}})],
-    ids=["dpo", "best_answers", "full_information", "full_information-rationale"],
+     ("full_information", {"full_information": {"rationale": "best_answers", "decision_anchor": 1.0}}),
+     ("full_information", {"full_information": {"rationale": "best_answers", "decision_anchor": 1.0,
+                                                "decision_epochs": 1}})],
+    ids=["dpo", "best_answers", "full_information", "full_information-rationale", "full_information-decision-first"],
 )  # fmt: skip
 def test_each_objective_runs_every_stage_of_the_dag(objective, extra, before_training, tmp_path):
     name, d = "objectives", tmp_path / "run"
@@ -199,8 +201,14 @@ def test_each_objective_runs_every_stage_of_the_dag(objective, extra, before_tra
             key = "full_information/best_answers_loss"
             assert (key in train_log and train_log[key].notna().any()) == (not best.empty)
             rationale += not best.empty
-            # the decision held at the round's starting policy from round 2 on, not at the base
-            assert ("full_information/decision_kl" in train_log) == (r > 1)
+            # the decision held at the round's starting policy from round 2 on, not at the base;
+            # with decision_epochs, at where the answer word's own passes left it, in every round
+            first = extra["full_information"].get("decision_epochs", 0)
+            assert ("full_information/decision_kl" in train_log) == (r > 1 or first > 0)
+            if first:  # its pass's rows first in the log (a step of 8 states, its summary), then the reasons'
+                assert train_log.phase.tolist()[:2] == ["decision"] * 2 and train_log.phase.isna().sum() == 2
+                assert train_log.loc[train_log.phase.isna(), "full_information/decision_kl"].notna().any()
+                assert "full_information: the answer word alone, 1 epoch(s), 1 step(s): p_best" in log
     assert trained >= 1 and (rationale >= 1 or "full_information" not in extra)
     if objective == "full_information":  # its rows: every action's text, as the policy's tokenizer spells it
         samples = buffer.replay(res / "buffer" / "round_1.duckdb", name, 1)

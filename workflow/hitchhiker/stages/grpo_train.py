@@ -260,7 +260,9 @@ def main(argv: list[str] | None = None) -> None:
             else:
                 shutil.copytree(work / "final", tmp / "model")
             policy.write_spec(tmp, "model", args.round, adapter_of=args.policy if peft_config is not None else None)
-            pd.DataFrame(trainer.state.log_history).assign(**figures).to_csv(tmp / "train_log.csv", index=False)
+            # an objective's earlier passes first (full_information's decision_epochs)
+            history = getattr(trainer, "earlier_log", []) + trainer.state.log_history
+            pd.DataFrame(history).assign(**figures).to_csv(tmp / "train_log.csv", index=False)
             shutil.copytree(work / "tensorboard", tmp / "tensorboard")
         shutil.rmtree(work, ignore_errors=True)
         acc = trainer.accelerator

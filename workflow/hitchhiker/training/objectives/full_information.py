@@ -5,12 +5,19 @@ every action, the smallest trainer that does."""
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 
 from hitchhiker.cli import HitchhikerError
 from hitchhiker.training.objectives import rows
 
-READS = [("share_prompt",), ("full_information", "rationale"), ("full_information", "decision_anchor")]
+READS = [
+    ("share_prompt",),
+    ("full_information", "rationale"),
+    ("full_information", "decision_anchor"),
+    ("full_information", "decision_epochs"),
+]
 PRICED = True
 
 
@@ -46,26 +53,57 @@ def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_confi
     from hitchhiker.training.full_information import FullInformationTrainer, action_reference, reference_logps
 
     tr = cfg["train"]
+    first = tr["full_information"]["decision_epochs"]
+    if first and os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true":  # set by accelerate launch
+        raise HitchhikerError(
+            f"config key train.full_information.decision_epochs = {first}: not under DeepSpeed (the answer "
+            "word's passes and the reason's would be two engines in one process); set it to 0"
+        )
     bonus = cfg["grounding"]["reason_bonus"] if cfg["rollout"]["each_answer"] else None  # > 0: config.validate
     table = rows.action_rows(samples, priced, tokenizer, reason_bonus=bonus)
     if reads_written_answers(tr):
         print(f"full_information: the rationale trains {_trained_text(table, tokenizer)}", flush=True)
     model = get_peft_model(model, peft_config) if peft_config is not None else model
-    # the round's starting policy is the model now (a fresh adapter adds nothing): what the
-    # trainer holds to is read in one pass without gradients before training
     attn = shared_prompt.packed_attention(model)
     share = tr["share_prompt"] is not False and attn is not None
+    decision_log = []
+    if first:
+        # the answer word alone first: a Trainer of its own, so that the passes with the reasons
+        # keep their own schedule and start, as any round does, from the policy they hold to.
+        # No checkpoints: a resumed round runs these passes again (the same on a CPU) before
+        # resuming the others from theirs
+        alone = FullInformationTrainer(
+            model=model,
+            args=TrainingArguments(
+                **{**common, "num_train_epochs": first, "save_strategy": "no", "report_to": []},
+                remove_unused_columns=False,
+            ),
+            train_dataset=Dataset.from_pandas(table.drop(columns="group"), preserve_index=False),
+            processing_class=tokenizer,
+            share_prompt=tr["share_prompt"] is not False,
+        )
+        alone.train()
+        decision_log = [{**row, "phase": "decision"} for row in alone.state.log_history]
+        p_best = [row["full_information/p_best"] for row in decision_log if "full_information/p_best" in row]
+        print(
+            f"full_information: the answer word alone, {first} epoch(s), {alone.state.global_step} step(s): "
+            f"p_best {p_best[0]:.3f} in the first, {p_best[-1]:.3f} in the last",
+            flush=True,
+        )
+    # the round's starting policy, for the reasons, is the model now (a fresh adapter adds
+    # nothing; after the answer word's passes, their policy): what the trainer holds to is
+    # read in one pass without gradients before training
     if reads_written_answers(tr) and any(w < 0 for ws in table["best_weight"] for w in ws):
         # the reasons pushed down stop at a floor under it
         table["best_ref"] = reference_logps(
             model, table.to_dict("records"), share, attn == "eager", tr["per_device_batch_size"]
         )
-    anchor = tr["full_information"]["decision_anchor"] if int(samples["round"].max()) > 1 else 0.0
+    anchor = tr["full_information"]["decision_anchor"] if int(samples["round"].max()) > 1 or first else 0.0
     if anchor:
         table["action_ref"] = action_reference(
             model, table.to_dict("records"), share, attn == "eager", tr["per_device_batch_size"]
         )
-    return FullInformationTrainer(
+    trainer = FullInformationTrainer(
         model=model,
         args=TrainingArguments(**common, remove_unused_columns=False),
         train_dataset=Dataset.from_pandas(table.drop(columns="group"), preserve_index=False),
@@ -74,6 +112,8 @@ def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_confi
         rationale=tr["full_information"]["rationale"],
         decision_anchor=anchor,
     )
+    trainer.earlier_log = decision_log  # train_log.csv's first rows
+    return trainer
 
 
 def _trained_text(table: pd.DataFrame, tokenizer) -> str:
