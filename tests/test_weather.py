@@ -430,10 +430,11 @@ def test_the_two_claims_design_runs_through_the_dag(tmp_path):
         **cfg["train"],
         "objective": "full_information",
         "per_device_batch_size": 4,
-        "full_information": {"rationale": "best_answers"},
+        "full_information": {"rationale": "best_answers", "decision_epochs": 1},
     }
     cfg["grounding"] = {"unsupported_claim_penalty": 0.1, "reason_bonus": 0.25}
     cfg["rollout"] |= {"each_answer": True, "samples_per_state": 4}
+    cfg["evaluate"] |= {"base_samples_per_state": 2 * cfg["evaluate"]["samples_per_state"]}
     write_config(tmp_path / "config.yaml", cfg)
     run("snakemake", "-s", ROOT / "Snakefile", "--configfile", "config.yaml", "--cores", "2", cwd=tmp_path)
     res = tmp_path / "results" / "weather"
@@ -445,6 +446,8 @@ def test_the_two_claims_design_runs_through_the_dag(tmp_path):
     assert rolled.model_mask.map(lambda m: all(m)).all() and rolled.logprobs.map(lambda x: x[0] == 0.0).all()
     train_log = (res / "logs" / "grpo_train_round_1.log").read_text()
     assert "full_information on 8 groups" in train_log
+    # the answer word alone first (decision_epochs), then with the reasons, held where it left it
+    assert "full_information: the answer word alone, 1 epoch(s), 2 step(s)" in train_log
     before, after = (load_file(res / "policy" / f"round_{r}" / "model" / "model.safetensors") for r in (0, 1))
     assert any(not (before[k] == after[k]).all() for k in before)
     log = pd.read_csv(res / "policy" / "round_1" / "train_log.csv")
@@ -464,6 +467,10 @@ def test_the_two_claims_design_runs_through_the_dag(tmp_path):
     assert re.search(rf"the rationale trains {trained} samples? of 8 groups", train_log), train_log
     preds = pd.read_parquet(res / "eval" / "round_1" / "predictions.parquet")
     assert preds.changed_completion.notna().all() and set(preds.follows.dropna()) <= {0.0, 1.0}
+    # the base sampled evaluate.base_samples_per_state times a state, the trained round samples_per_state
+    for r, n in ((0, 2 * cfg["evaluate"]["samples_per_state"]), (1, cfg["evaluate"]["samples_per_state"])):
+        sampled = pd.read_parquet(res / "eval" / f"round_{r}" / "predictions.parquet").query("mode == 'sampled'")
+        assert sampled.groupby("state_id").size().eq(n).all()
     summary = json.loads((res / "metrics.json").read_text())
     assert [r["round"] for r in summary["rounds"]] == [0, 1]
     loader = importlib.machinery.SourceFileLoader("evidence", str(ROOT / "benchmarks" / "evidence"))
