@@ -2,7 +2,8 @@
 
 Every policy (round 0 = the base model, then each round's) answers the same test states:
 one greedy completion and evaluate.samples_per_state sampled ones at the rollout
-temperature centre (the base: evaluate.base_samples_per_state where set). Each answer is parsed and rewarded exactly as in training.
+temperature centre (the base: evaluate.base_samples_per_state where set). Each answer is
+parsed and rewarded exactly as in training.
 
 Metrics, per decoding mode (an episode of a multi-turn environment is one answer):
   valid_rate      share of answers that parse; invalid_reasons counts the rest by reason
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     temps = np.concatenate([np.repeat([0.0, cfg["rollout"]["temperature"]], len(s)) for s in asked])
     every = pd.concat([s for s in asked for _ in range(2)], ignore_index=True)
     desc = f"evaluate round {args.round}"
-    n = ev["base_samples_per_state"] if args.round == 0 and ev["base_samples_per_state"] else ev["samples_per_state"]
+    n = (args.round == 0 and ev["base_samples_per_state"]) or ev["samples_per_state"]
     preds = rollout.sample(every, args.policy, cfg, temps, n, seed, desc)
     preds.insert(1, "mode", np.where(preds["temperature"] == 0, "greedy", "sampled"))
     is_changed = preds.pop("prompt_index").to_numpy() >= 2 * len(states)
