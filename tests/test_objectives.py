@@ -419,7 +419,11 @@ def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_what_g
 
     model = policy.load_model(base_run / "policy" / "round_0", {"trust_remote_code": False, "dtype": "float32"})
     cfg = {
-        "train": {"share_prompt": None, "full_information": {"rationale": "best_answers"}, "per_device_batch_size": 2},
+        "train": {
+            "share_prompt": None,
+            "full_information": {"rationale": "best_answers", "decision_epochs": 0},
+            "per_device_batch_size": 2,
+        },
         "rollout": {"each_answer": True},
         "grounding": {"reason_bonus": 0.25},
     }
