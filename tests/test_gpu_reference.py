@@ -61,3 +61,21 @@ def test_an_accelerate_config_that_is_nowhere_is_one_line(tmp_path):
         f"(here or in {ROOT})" in out.stderr
     ), out.stderr[-2000:]
     assert "Traceback" not in out.stderr
+
+
+def test_the_answer_word_first_under_deepspeed_is_refused_before_any_job(tmp_path):
+    # full_information's decision_epochs trains two Trainers in one process: not under DeepSpeed
+    (tmp_path / "run.yaml").write_text(
+        "train: {objective: full_information, accelerate_config: configs/accelerate/zero2.yaml,"
+        " full_information: {decision_epochs: 2}}\n"
+    )
+    out = run(
+        "snakemake", "-s", ROOT / "Snakefile", "-n", "--configfile", ROOT / "config.yaml", "run.yaml",
+        cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert out.returncode != 0
+    assert (
+        "hitchhiker: error: config key train.full_information.decision_epochs = 2: not under DeepSpeed "
+        f"({ROOT}/configs/accelerate/zero2.yaml: " in out.stderr
+    ), out.stderr[-2000:]
+    assert "Traceback" not in out.stderr and "rule " not in out.stdout

@@ -39,7 +39,29 @@ def check_engines(cfg: dict) -> None:
         )
 
 
+def check_accelerate(cfg: dict) -> None:
+    """What the accelerate config (train.accelerate_config, resolved to a file) launches and the
+    objective cannot take: two Trainers in one process under DeepSpeed (full_information's
+    decision_epochs; grpo_train refuses it too, once the model is loaded)."""
+    path, tr = cfg["train"]["accelerate_config"], cfg["train"]
+    if not path:
+        return
+    import yaml  # light, and Snakemake's own dependency
+
+    try:
+        launch = yaml.safe_load(Path(path).read_text()) or {}
+    except yaml.YAMLError as err:
+        raise HitchhikerError(f"config key train.accelerate_config: {path} is not YAML ({err.problem})") from None
+    first = tr["full_information"]["decision_epochs"] if tr["objective"] == "full_information" else 0
+    if first and isinstance(launch, dict) and launch.get("distributed_type") == "DEEPSPEED":
+        raise HitchhikerError(
+            f"config key train.full_information.decision_epochs = {first}: not under DeepSpeed ({path}: the answer "
+            "word's passes and the reason's would be two engines in one process); set it to 0"
+        )
+
+
 def run(cfg: dict, conda: bool) -> None:
     check_model(cfg["model"])
+    check_accelerate(cfg)
     if not conda:
         check_engines(cfg)
