@@ -402,7 +402,7 @@ def test_the_vllm_backend_without_vllm_is_refused_before_any_job_unless_conda_br
     from hitchhiker.cli import HitchhikerError
 
     monkeypatch.setattr(preflight.importlib.util, "find_spec", lambda name: None)  # as on a machine without it
-    cfg = {"model": {"name_or_path": "tiny"}, "rollout": {"backend": "vllm"}}
+    cfg = {"model": {"name_or_path": "tiny"}, "rollout": {"backend": "vllm"}, "train": {"accelerate_config": None}}
     with pytest.raises(HitchhikerError, match=r"config key rollout\.backend = vllm, but vLLM is not installed"):
         preflight.run(cfg, conda=False)
     preflight.run(cfg, conda=True)  # each rule's conda environment brings its own
