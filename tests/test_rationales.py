@@ -37,6 +37,23 @@ def test_varied_reasons_are_no_template_and_a_bare_answer_has_no_reason():
     assert rationales.summary(varied.completion)["distinct_reasons"] == pytest.approx(75.0)
 
 
+def test_a_repetition_is_one_template_whatever_its_length():
+    """SmolLM2's degenerate "no because no no no ..." runs until max_new_tokens cuts it, at
+    lengths that vary: counted once, its repeats are one template."""
+    looping = said(*[f"no because{' no' * k}" for k in range(1, 7)], *["no because no because no"] * 2, "yes it rained")
+    assert rationales.indicators(looping)["template_rate"].tolist() == [1.0] * 8 + [0.0]
+    assert rationales.summary(looping.completion) == {
+        "distinct_reasons": pytest.approx(200 / 9),
+        "template": "because no",
+    }
+    # a word said twice apart, or inside another, is no repetition
+    assert rationales.templates(pd.Series(["A rain then rain", "A the theory theory", "A a b a b c"])).tolist() == [
+        "rain then rain",
+        "the theory",
+        "a b c",
+    ]
+
+
 def test_a_policy_that_answers_without_reasons_has_no_template():
     bare = said("A", "A", " A ", None)
     assert rationales.indicators(bare)["template_rate"].sum() == 0

@@ -3,7 +3,12 @@
 A reason is what a completion says after its decision (its first word: "A", "yes",
 "A=0.6,"), lowercased, with every number masked ("#"), punctuation dropped and runs of white
 space made one, so that "A: +0.25 +2.01" and "A: -1.10 +0.40" are one template (the same
-words, other figures), as are "because of the rain." and "because of the rain".
+words, other figures), as are "because of the rain." and "because of the rain". For the
+template measures a word or phrase repeated in a row counts once, so that "because no no no"
+and "because no no no no no no" are one template, as are "because no because no" and
+"because no": SmolLM2's degenerate repetitions end where max_new_tokens cuts them, and their
+lengths varied enough to halve a round's template share (weather_claims seed 2's round 1 at
+124012a: 6.2% of its sampled answers by the whole text, 13.4% with repeats counted once).
 Of one policy's answers in one decoding mode:
 
 template_rate     per answer, 1.0 where its reason is the most common non-empty one among
@@ -33,6 +38,8 @@ evidence tests. docs/evaluation.md says what each measure can and cannot show.
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 TEMPLATE_SHARE = 0.2  # the template share issue 70's done-when allows
@@ -41,6 +48,9 @@ TEMPLATE_SHARE = 0.2  # the template share issue 70's done-when allows
 # seed 0's round-2 samples at 8c0ec98, paid 0.7 of the bonus, and 25% of its answers after
 PAID_SHARE = 0.1
 _NUMBER = r"[+-]?\d+(?:[.,]\d+)*"
+# a phrase of up to 8 words, then itself again, once or more (the shortest phrase that
+# repeats; the bound keeps a long reason's scan linear)
+_REPEATED = re.compile(r"\b(\w+(?: \w+){0,7}?)(?: \1\b)+")
 
 
 def reasons(completions: pd.Series) -> pd.Series:
@@ -52,12 +62,18 @@ def reasons(completions: pd.Series) -> pd.Series:
     return masked.str.replace(r"[^\w#]+", " ", regex=True).str.strip()
 
 
+def templates(completions: pd.Series) -> pd.Series:
+    """Each completion's reason with every run of a repeated word or phrase written once: what
+    the template measures compare ("because no no no" -> "because no")."""
+    return reasons(completions).str.replace(_REPEATED, r"\1", regex=True)
+
+
 def indicators(answers: pd.DataFrame) -> pd.DataFrame:
     """The measures of the module per answer, indexed like ``answers`` (the scored answers
     of one policy in one decoding mode: completion, and where the environment gives them
     reason_consistency, reason_supported and follows); a measure the environment does not
     give is left out."""
-    said = reasons(answers["completion"])
+    said = templates(answers["completion"])
     given = said[said != ""]
     template = given.value_counts().sort_index().idxmax() if len(given) else None
     out = pd.DataFrame(
@@ -81,7 +97,7 @@ def indicators(answers: pd.DataFrame) -> pd.DataFrame:
 
 def summary(completions: pd.Series) -> dict:
     """distinct_reasons (per 100 answers) and the template itself, for metrics.json."""
-    said = reasons(completions)
+    said = templates(completions)
     given = said[said != ""]
     return {
         "distinct_reasons": 100.0 * given.nunique() / max(len(said), 1),
@@ -101,6 +117,8 @@ def paid(answers: pd.DataFrame) -> pd.Series:
     for another answer than the one it gives (Trade-R1's consistency gate, as a charge: "no
     because of rain", the reason of "yes" after "no", was 37% of the "no" answers of
     weather_claims seed 0's round 1 at fb9cd0c, where it cost nothing); else 0."""
+    # the whole reason, repeats and all (not templates'): the design the evidence runs trained
+    # (docs/evidence.md); a repeated paid phrase splitting its share by length is untested
     said = reasons(answers["completion"])
     share = said.map(said.value_counts(normalize=True))
     good = (answers["reason_consistency"] == 1) & (answers["reason_supported"] == 1)
