@@ -40,7 +40,11 @@ def test_varied_reasons_are_no_template_and_a_bare_answer_has_no_reason():
 def test_a_repetition_is_one_template_whatever_its_length():
     """SmolLM2's degenerate "no because no no no ..." runs until max_new_tokens cuts it, at
     lengths that vary: counted once, its repeats are one template."""
-    looping = said(*[f"no because{' no' * k}" for k in range(1, 7)], *["no because no because no"] * 2, "yes it rained")
+    loops = [f"no because{' no' * k}" for k in range(1, 7)] + [
+        "no because no because no",
+        "yes because no because no no",
+    ]
+    looping = said(*loops, "yes it rained")
     assert rationales.indicators(looping)["template_rate"].tolist() == [1.0] * 8 + [0.0]
     assert rationales.summary(looping.completion) == {
         "distinct_reasons": pytest.approx(200 / 9),

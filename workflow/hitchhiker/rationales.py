@@ -64,8 +64,14 @@ def reasons(completions: pd.Series) -> pd.Series:
 
 def templates(completions: pd.Series) -> pd.Series:
     """Each completion's reason with every run of a repeated word or phrase written once: what
-    the template measures compare ("because no no no" -> "because no")."""
-    return reasons(completions).str.replace(_REPEATED, r"\1", regex=True)
+    the template measures compare ("because no no no" -> "because no"), until none is left
+    ("because no because no no" -> "because no no" -> "because no")."""
+    said = reasons(completions)
+    while True:
+        once = said.str.replace(_REPEATED, r"\1", regex=True)
+        if once.equals(said):
+            return said
+        said = once
 
 
 def indicators(answers: pd.DataFrame) -> pd.DataFrame:
