@@ -169,6 +169,16 @@ def test_the_default_config_sets_only_what_it_changes():
             "rollout.dynamic_sampling = 3: train.objective full_information trains every action's reward",
         ),
         (lambda c: c["rollout"].update(dynamic_sampling=3), None),
+        (
+            lambda c: c["train"].update(objective="full_information", full_information={"decision_rounds": 1}),
+            "train.full_information.decision_rounds = 1: the rounds after it train the reasons alone",
+        ),
+        (
+            lambda c: c["train"].update(
+                objective="full_information", full_information={"decision_rounds": 1, "rationale": "best_answers"}
+            ),
+            None,
+        ),
         (lambda c: c.update(run="../escape"), 'config key run = "../escape": not a run name'),
         (lambda c: c["market"]["data"].update(tickers=["AAPL", "MSFT; rm -rf /"]), "market.data.tickers"),
     ],

@@ -162,7 +162,7 @@ def before_training(tmp_path_factory):
     [("dpo", {}), ("best_answers", {}), ("full_information", {"lr_scheduler": "constant", "per_device_batch_size": 4}),
      ("full_information", {"full_information": {"rationale": "best_answers", "decision_anchor": 1.0}}),
      ("full_information", {"full_information": {"rationale": "best_answers", "decision_anchor": 1.0,
-                                                "decision_epochs": 1}})],
+                                                "decision_epochs": 1, "decision_rounds": 1}})],
     ids=["dpo", "best_answers", "full_information", "full_information-rationale", "full_information-decision-first"],
 )  # fmt: skip
 def test_each_objective_runs_every_stage_of_the_dag(objective, extra, before_training, tmp_path):
@@ -202,13 +202,18 @@ def test_each_objective_runs_every_stage_of_the_dag(objective, extra, before_tra
             assert (key in train_log and train_log[key].notna().any()) == (not best.empty)
             rationale += not best.empty
             # the decision held at the round's starting policy from round 2 on, not at the base;
-            # with decision_epochs, at where the answer word's own passes left it, in every round
-            first = extra["full_information"].get("decision_epochs", 0)
+            # with decision_epochs, at where the answer word's own passes left it; past
+            # decision_rounds, no passes of its own and no term of its own: the reasons alone
+            decides = r <= (extra["full_information"].get("decision_rounds") or r)
+            first = extra["full_information"].get("decision_epochs", 0) if decides else 0
             assert ("full_information/decision_kl" in train_log) == (r > 1 or first > 0)
+            assert ("trains the reasons alone" in log) == (not decides)
             if first:  # its pass's rows first in the log (a step of 8 states, its summary), then the reasons'
                 assert train_log.phase.tolist()[:2] == ["decision"] * 2 and train_log.phase.isna().sum() == 2
                 assert train_log.loc[train_log.phase.isna(), "full_information/decision_kl"].notna().any()
                 assert "full_information: the answer word alone, 1 epoch(s), 1 step(s): p_best" in log
+            else:
+                assert "phase" not in train_log and "the answer word alone" not in log
     assert trained >= 1 and (rationale >= 1 or "full_information" not in extra)
     if objective == "full_information":  # its rows: every action's text, as the policy's tokenizer spells it
         samples = buffer.replay(res / "buffer" / "round_1.duckdb", name, 1)
@@ -307,6 +312,10 @@ def test_the_rationale_adds_each_best_samples_likelihood_on_the_models_tokens(at
     }
     sft = -sum(w * alone(ids, mask) for ids, mask, w in TRAINED) / 5
     torch.testing.assert_close(loss["best_answers"] - loss["untrained"], sft, atol=1e-5, rtol=1e-5)
+    # past train.full_information.decision_rounds the answer word's term is left out: the reasons' alone
+    reasons = FullInformationTrainer(model=model, args=args, share_prompt=True, rationale="best_answers",
+                                     decision=False)  # fmt: skip
+    torch.testing.assert_close(reasons.compute_loss(model, {"rows": BEST}), sft, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("share", [True, False])

@@ -231,13 +231,22 @@ class FullInformationTrainer(Trainer):
     logs full_information/p_best, full_information/picks_best (and best_answers_loss), means
     over the steps since the last log."""
 
-    def __init__(self, *args, share_prompt: bool, rationale: str = "untrained", decision_anchor: float = 0.0, **kwargs):
+    def __init__(
+        self,
+        *args,
+        share_prompt: bool,
+        rationale: str = "untrained",
+        decision_anchor: float = 0.0,
+        decision: bool = True,
+        **kwargs,
+    ):
         super().__init__(*args, data_collator=lambda rows: {"rows": rows}, **kwargs)
         self.share_prompt = share_prompt
         if share_prompt and self.args.bf16:  # as the GRPO and DPO steps
             shared_prompt.keep_lora_inputs_in_bf16(self.model)
         self.rationale = rationale
         self.decision_anchor = decision_anchor
+        self.decision = decision  # False: the answer word's cross-entropy is left out (decision_rounds)
         self._seen: list[dict] = []
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -249,7 +258,7 @@ class FullInformationTrainer(Trainer):
         k = sum(len(x["action_ids"]) for x in rows)  # the actions' rows, then the best samples'
         refs = [x["action_ref"] for x in rows] if self.decision_anchor else None
         loss, kl, stats = loss_and_stats(logps[:k], owner[:k], [x["rewards"] for x in rows], refs)
-        loss = loss + self.decision_anchor * kl
+        loss = (loss if self.decision else 0.0 * loss) + self.decision_anchor * kl
         if rationale:
             # best_answers' loss (SFTTrainer's completion-only loss): the negative
             # log-likelihood of every trained token of the batch's samples, each sample's

@@ -17,6 +17,7 @@ READS = [
     ("full_information", "rationale"),
     ("full_information", "decision_anchor"),
     ("full_information", "decision_epochs"),
+    ("full_information", "decision_rounds"),
 ]
 PRICED = True
 
@@ -42,6 +43,13 @@ def check(cfg: dict, env) -> None:
             f"config key train.objective = full_information: the {cfg['environment']} environment does not price "
             "every action of a state (no action_rewards: its later turns depend on earlier actions)"
         )
+    fi = cfg["train"]["full_information"]
+    if fi["decision_rounds"] is not None and fi["rationale"] != "best_answers":
+        raise HitchhikerError(
+            f"config key train.full_information.decision_rounds = {fi['decision_rounds']}: the rounds after it "
+            "train the reasons alone, and rationale is untrained (they would train nothing); set rationale: "
+            "best_answers or decision_rounds: null"
+        )
 
 
 def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_config, common: dict):
@@ -53,12 +61,17 @@ def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_confi
     from hitchhiker.training.full_information import FullInformationTrainer, action_reference, reference_logps
 
     tr = cfg["train"]
-    first = tr["full_information"]["decision_epochs"]
-    if first and os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true":  # set by accelerate launch
+    fi = tr["full_information"]
+    if fi["decision_epochs"] and os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true":  # set by accelerate launch
         raise HitchhikerError(
-            f"config key train.full_information.decision_epochs = {first}: not under DeepSpeed (the answer "
-            "word's passes and the reason's would be two engines in one process); set it to 0"
+            f"config key train.full_information.decision_epochs = {fi['decision_epochs']}: not under DeepSpeed (the "
+            "answer word's passes and the reason's would be two engines in one process); set it to 0"
         )
+    r = int(samples["round"].max())
+    # past decision_rounds the answer word is not trained (its term and its own passes off):
+    # only the reasons are, and decision_anchor holds the answer word where those rounds left it
+    decides = fi["decision_rounds"] is None or r <= fi["decision_rounds"]
+    first = fi["decision_epochs"] if decides else 0
     bonus = cfg["grounding"]["reason_bonus"] if cfg["rollout"]["each_answer"] else None  # > 0: config.validate
     table = rows.action_rows(samples, priced, tokenizer, reason_bonus=bonus)
     if reads_written_answers(tr):
@@ -98,7 +111,7 @@ def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_confi
         table["best_ref"] = reference_logps(
             model, table.to_dict("records"), share, attn == "eager", tr["per_device_batch_size"]
         )
-    anchor = tr["full_information"]["decision_anchor"] if int(samples["round"].max()) > 1 or first else 0.0
+    anchor = fi["decision_anchor"] if r > 1 or first else 0.0
     if anchor:
         table["action_ref"] = action_reference(
             model, table.to_dict("records"), share, attn == "eager", tr["per_device_batch_size"]
@@ -109,9 +122,12 @@ def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_confi
         train_dataset=Dataset.from_pandas(table.drop(columns="group"), preserve_index=False),
         processing_class=tokenizer,
         share_prompt=tr["share_prompt"] is not False,
-        rationale=tr["full_information"]["rationale"],
+        rationale=fi["rationale"],
         decision_anchor=anchor,
+        decision=decides,
     )
+    if not decides:
+        print(f"full_information: round {r} trains the reasons alone (past decision_rounds)", flush=True)
     trainer.earlier_log = decision_log  # train_log.csv's first rows
     return trainer
 
