@@ -430,7 +430,7 @@ def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_what_g
     cfg = {
         "train": {
             "share_prompt": None,
-            "full_information": {"rationale": "best_answers", "decision_epochs": 0},
+            "full_information": {"rationale": "best_answers", "decision_epochs": 0, "decision_rounds": None},
             "per_device_batch_size": 2,
         },
         "rollout": {"each_answer": True},
