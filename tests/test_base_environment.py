@@ -29,7 +29,7 @@ def test_a_minimal_environment_gets_a_default_for_every_method_but_the_three_it_
     env.check_data(pd.DataFrame(), {})
     assert env.next_turn(None, ["A"], {}) is None  # one decision per state
     assert env.answer_metrics(pd.DataFrame(), 1, 0) == {}
-    none = env.baselines(pd.DataFrame(), pd.DataFrame(), {})
+    none = env.baselines(pd.DataFrame(), pd.DataFrame(), {}, train=pd.DataFrame())
     assert none.empty and none.columns.tolist() == ["baseline", "state_id", "date", "reward"]
     rates = env.claim_rates(pd.DataFrame({"unsupported_claims": [0, 2]}))
     assert rates.to_dict("list") == {"any_rate": [0.0, 1.0], "unsupported_per_answer": [0.0, 2.0]}

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from conftest import tiny_config
 from hitchhiker import config, environments, rationales
 from hitchhiker.environments import weather_reasons
+from hitchhiker.environments.weather import FLIPPED_RAIN_MM
 
 WEATHER = environments.get("weather")
 REWARD = {"benchmark": "none", "cost_bps": 0, "invalid_penalty": -0.05, "returns": "simple"}
@@ -173,6 +174,7 @@ def test_the_weathers_changed_prompt_moves_a_reader_and_not_a_policy_that_ignore
     cfg, states, outcomes = weather
     changed = WEATHER.counterfactual(states, cfg)
     assert (changed["rain_today"] == ~states["rain_today"]).all()
+    assert (changed["rain_today_mm"] == np.where(states["rain_today"], 0.0, FLIPPED_RAIN_MM)).all()
     assert (changed["state_id"] == states["state_id"]).all()
     for before, after in zip(states["prompt"], changed["prompt"], strict=True):
         b, a = before.splitlines(), after.splitlines()

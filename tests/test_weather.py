@@ -65,7 +65,7 @@ def test_each_prompt_shows_the_window_up_to_its_day_and_the_outcome_is_the_next_
         )
         assert outcome.state_id == state.state_id and outcome.outcome_date == state.date + pd.Timedelta(days=1)
         assert outcome.rain == (rows.loc[outcome.outcome_date].precipitation > 0)
-        assert state.rain_today == (today.precipitation > 0)
+        assert state.rain_today == (today.precipitation > 0) and state.rain_today_mm == today.precipitation
     train_last, test_first = states[states.split == "train"].date.max(), states[states.split == "test"].date.min()
     assert train_last < test_first
     assert ENV.audit(table, states, outcomes, cfg) == {
@@ -149,8 +149,9 @@ def test_every_action_is_priced_as_score_pays_its_answer():
 def test_baselines_answer_from_the_past_only():
     _, _, states, outcomes = built()
     test = states[states.split == "test"].reset_index(drop=True)
-    rows = ENV.baselines(test, outcomes, REWARD)
-    assert set(rows.baseline) == {"climatology", "persistence", "never"}
+    train = states[states.split == "train"]
+    rows = ENV.baselines(test, outcomes, REWARD, train)
+    assert set(rows.baseline) == {"climatology", "persistence", "threshold", "never"}
     rain = outcomes.set_index("state_id").rain[test.state_id].to_numpy()
     persistence = rows[rows.baseline == "persistence"].reward.to_numpy()
     assert (persistence == (test.rain_today.to_numpy() == rain)).all()
@@ -158,8 +159,27 @@ def test_baselines_answer_from_the_past_only():
     # climatology reads the train split's outcomes only: the test outcomes flipped, its answers stay
     flipped = outcomes.assign(rain=np.where(outcomes.split == "test", ~outcomes.rain, outcomes.rain))
     said = rows[rows.baseline == "climatology"].reward.to_numpy() == rain  # 1 where it said what happened
-    again = ENV.baselines(test, flipped, REWARD)
-    assert ((again[again.baseline == "climatology"].reward.to_numpy() == ~rain) == said).all()
+    again = ENV.baselines(test, flipped, REWARD, train)
+    for name in ("climatology", "threshold"):
+        said = rows[rows.baseline == name].reward.to_numpy() == rain  # 1 where it said what happened
+        assert ((again[again.baseline == name].reward.to_numpy() == ~rain) == said).all()
+    # threshold: yes above the train days' best cut-off of today's rain, by hand
+    wet = outcomes.set_index("state_id").rain[train.state_id].to_numpy()
+    cut = weather.rain_cutoff(train.assign(rain=wet))
+    right = lambda c: ((train.rain_today_mm.to_numpy() > c) == wet).sum()  # noqa: E731
+    assert all(right(cut) >= right(c) for c in [-np.inf, *train.rain_today_mm])
+    said = rows[rows.baseline == "threshold"].reward.to_numpy()
+    assert (said == ((test.rain_today_mm.to_numpy() > cut) == rain)).all()
+    with pytest.raises(HitchhikerError, match=r"states\.parquet has no rain_today_mm"):
+        ENV.baselines(test.drop(columns="rain_today_mm"), outcomes, REWARD, train)
+
+
+def test_the_threshold_is_the_train_days_best_cut_off_of_todays_rain():
+    days = pd.DataFrame({"rain_today_mm": [0.0, 0.0, 0.4, 0.8, 1.0, 2.5, 6.0, 9.0],
+                         "rain": [False, False, False, False, False, True, True, True]})  # fmt: skip
+    assert weather.rain_cutoff(days) == 1.0  # 8 of 8 right; persistence (above 0 mm) 5
+    assert weather.rain_cutoff(days.assign(rain=True)) == -np.inf  # always yes, the smallest of the best
+    assert weather.rain_cutoff(days.assign(rain=days.rain_today_mm > 0)) == 0.0  # persistence's own
 
 
 def _file(path, frame):
@@ -374,7 +394,7 @@ def test_a_users_weather_file_runs_every_stage_from_another_directory(tmp_path):
     assert pd.read_parquet(res / "weather.parquet").date.max() == pd.Timestamp(raw.Date.iloc[799])
     summary = json.loads((res / "metrics.json").read_text())
     assert [r["round"] for r in summary["rounds"]] == [0, 1, 2]
-    assert set(summary["baselines"]) == {"climatology", "persistence", "never"}
+    assert set(summary["baselines"]) == {"climatology", "persistence", "threshold", "never"}
     modes = [r[mode] for r in summary["rounds"] for mode in ("greedy", "sampled")]
     assert not any("sharpe" in m for m in [*modes, *summary["baselines"].values()])  # a forecast holds no capital
     assert all(m["states"] == 6 and m["yes_rate"]["n"] == m["n_valid"] for m in modes)

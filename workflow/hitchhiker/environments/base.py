@@ -15,7 +15,7 @@ tickers and forward_returns). Example::
     states, outcomes = env.make_states(prices, cfg, fits)
     env.audit(prices, states, outcomes, cfg)                 # raises on leakage
     scored = env.score(samples, states, outcomes, cfg["reward"])
-    table = env.baselines(states, outcomes, cfg["reward"])
+    table = env.baselines(states, outcomes, cfg["reward"], train=states[states.split == "train"])
 """
 
 from __future__ import annotations
@@ -203,9 +203,12 @@ class Environment:
         not, NaN where either answer is invalid. Needed with :meth:`counterfactual`."""
         raise NotImplementedError(f"the {self.name} environment changes prompts but says not what follows")
 
-    def baselines(self, states: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict) -> pd.DataFrame:
+    def baselines(
+        self, states: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict, train: pd.DataFrame
+    ) -> pd.DataFrame:
         """Simple rules on the same states, rewarded as the policy: one row per (baseline,
-        state) with baseline, state_id, date, reward. Default: none."""
+        state) with baseline, state_id, date, reward. ``train``, the train split's states (and
+        the outcomes' train rows), is all a rule may be fitted on. Default: none."""
         return pd.DataFrame(columns=["baseline", "state_id", "date", "reward"])
 
     def draw_plots(self, preds: pd.DataFrame, rounds: list[dict], baselines: pd.DataFrame, cfg: dict) -> dict:

@@ -17,7 +17,9 @@ Answer: "yes" or "no" as the first word, then one short reason.
 Reward: 1 for a right answer, 0 for a wrong one, reward.invalid_penalty for an invalid one.
 Every action is priced (yes and no), so train.objective full_information applies.
 Baselines: climatology (yes where the train split rained on more than half the days of the
-state's calendar month), persistence (tomorrow as today), never (always no).
+state's calendar month), persistence (tomorrow as today), threshold (yes where today's rain
+is above the amount that best told the next day's rain on the train split's days:
+persistence with its cut-off fitted), never (always no).
 Audit: reads each prompt's lines back and compares them with the table's rows dated on or
 before T, the outcome with the first row after T, and checks the splits' order and embargo.
 Claims and reasons (weather_reasons.py): a figure, a day or a sum the prompt does not show
@@ -184,6 +186,17 @@ def read(path: str, units: str | None = None, faults: dict | None = None) -> tup
     return table, notes
 
 
+def rain_cutoff(train: pd.DataFrame) -> float:
+    """The rain today (mm, ``rain_today_mm``) above which "yes" best told the next day's rain
+    (``rain``) on the train split's days: persistence's rule with its cut-off fitted. On
+    Seattle's 911 train days 0.3 mm scored 0.728 against persistence's 0.718 (above 0 mm).
+    The smallest of equally good cut-offs, -inf (always yes) among them."""
+    today, tomorrow = train["rain_today_mm"].to_numpy(dtype=float), train["rain"].to_numpy(dtype=bool)
+    cuts = np.r_[-np.inf, np.unique(today)]
+    right = [((today > c) == tomorrow).sum() for c in cuts]
+    return float(cuts[int(np.argmax(right))])
+
+
 class Weather(Environment):
     """Will it rain tomorrow? environments/base.py documents each method."""
 
@@ -330,7 +343,16 @@ class Weather(Environment):
                    for d, p in zip(pd.DatetimeIndex(date), prompts, strict=True)]  # fmt: skip
             base = {"state_id": ids, "split": split, "format": "rain"}
             states.append(
-                pd.DataFrame({**base, "date": date, "horizon": 1, "prompt": prompts, "rain_today": rain[days]})
+                pd.DataFrame(
+                    {
+                        **base,
+                        "date": date,
+                        "horizon": 1,
+                        "prompt": prompts,
+                        "rain_today": rain[days],
+                        "rain_today_mm": table["precipitation"].to_numpy(dtype=float)[days],  # threshold's
+                    }
+                )
             )
             outcomes.append(
                 pd.DataFrame(
@@ -446,7 +468,9 @@ class Weather(Environment):
 
         today = states["rain_today"].to_numpy(dtype=bool)
         return states.assign(
-            prompt=[flip(p, t) for p, t in zip(states["prompt"], today, strict=True)], rain_today=~today
+            prompt=[flip(p, t) for p, t in zip(states["prompt"], today, strict=True)],
+            rain_today=~today,
+            rain_today_mm=np.where(today, 0.0, wet),
         )
 
     def follows(self, answered: pd.DataFrame, changed: pd.DataFrame, states: pd.DataFrame) -> pd.Series:
@@ -474,16 +498,24 @@ class Weather(Environment):
         mean, lo, hi = metrics.block_bootstrap_ci((said["answer"] == "yes").astype(float), said["date"], block, seed)
         return {"yes_rate": {"mean": mean, "ci95": [lo, hi], "n": len(said)}}
 
-    def baselines(self, states, outcomes, reward_cfg):
-        """climatology, persistence and never, rewarded as an answer: 1 when right, else 0."""
+    def baselines(self, states, outcomes, reward_cfg, train):
+        """climatology, persistence, threshold and never, rewarded as an answer: 1 when right,
+        else 0. climatology is fitted on the train split's outcomes, threshold on its days."""
+        if "rain_today_mm" not in states:
+            raise HitchhikerError(
+                "states.parquet has no rain_today_mm (written before the threshold baseline): rebuild the states "
+                "(snakemake --forcerun build_states)"
+            )
         out = outcomes.set_index("state_id")
-        train = out[out["split"] == "train"]
-        month_rate = train.groupby(pd.DatetimeIndex(train["outcome_date"]).month)["rain"].mean()
+        trained = out[out["split"] == "train"]
+        month_rate = trained.groupby(pd.DatetimeIndex(trained["outcome_date"]).month)["rain"].mean()
         months = (pd.DatetimeIndex(states["date"]) + pd.Timedelta(days=1)).month  # tomorrow's (a calendar fact)
         rain = out.loc[states["state_id"], "rain"].to_numpy(dtype=bool)
+        cutoff = rain_cutoff(train.assign(rain=out.loc[train["state_id"], "rain"].to_numpy(dtype=bool)))
         says = {
             "climatology": month_rate.reindex(months).fillna(0.0).to_numpy() > 0.5,
             "persistence": states["rain_today"].to_numpy(dtype=bool),
+            "threshold": states["rain_today_mm"].to_numpy(dtype=float) > cutoff,
             "never": np.zeros(len(states), bool),
         }
         return pd.concat(

@@ -263,7 +263,8 @@ def main(argv: list[str] | None = None) -> None:
         if unknown:
             raise cli.HitchhikerError(f"{path} has no state {min(unknown)} of the predictions: is it this run's?")
     evaluated = states.loc[sorted(preds.state_id.unique())].reset_index()
-    base_rows = env.baselines(evaluated, outcomes, cfg["reward"])
+    train = states[states["split"] == "train"].reset_index()  # what a baseline may be fitted on
+    base_rows = env.baselines(evaluated, outcomes, cfg["reward"], train=train)
     outcome_dates = outcomes.set_index("state_id").outcome_date[evaluated.state_id]
     per_year = frequency.per_year(frequency.of_outcomes(evaluated.date, outcome_dates, h))
     baselines = {}

@@ -323,7 +323,7 @@ class Market(PriceData):
 
         return hallucination.indicators(scored)
 
-    def baselines(self, states_: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict) -> pd.DataFrame:
+    def baselines(self, states_: pd.DataFrame, outcomes: pd.DataFrame, reward_cfg: dict, train=None) -> pd.DataFrame:
         return baselines.rewards(states_, outcomes, reward_cfg)
 
     def draw_plots(self, preds: pd.DataFrame, rounds: list[dict], baselines: pd.DataFrame, cfg: dict) -> dict:

@@ -386,7 +386,7 @@ class Sequential(market.PriceData):
         st = cfg["states"]
         return {"equity_curves": plots.equity_curves(preds, rounds, baselines, st["horizon"], st["stride"])}
 
-    def baselines(self, states_, outcomes, reward_cfg):
+    def baselines(self, states_, outcomes, reward_cfg, train=None):
         """buy_and_hold: equal weights at the first turn, then held (drifting); equal_weight:
         rebalanced to equal weights each turn (paying the turnover); momentum: everything on
         the ticker whose shown returns (as the turn's message rounds them) sum highest."""
