@@ -499,6 +499,9 @@ def test_the_two_claims_design_runs_through_the_dag(tmp_path):
     table = evidence.claims_table({"tiny": res}).splitlines()
     assert len(table) == 2 + len(evidence.CLAIM_ROWS) + 1
     assert table[-2].startswith("| sampled valid rate - base, low end > -0.02 | ")
+    threshold = next(row for row in table if row.startswith("| greedy reward - threshold"))
+    paired = summary["reward_minus_baseline"]["greedy"]["threshold"]
+    assert paired["n"] == summary["rounds"][-1]["greedy"]["states"] and "n/a" not in threshold
     assert table[-1] in ("| every condition | **yes** |", "| every condition | no |")
     rates = summary["rates_minus_base"]["round_1"]["sampled"]
     assert {"consistent_rate", "follows_rate", "template_rate", "wrong_rain_rate"} <= set(rates)
