@@ -179,6 +179,22 @@ def test_the_default_config_sets_only_what_it_changes():
             ),
             None,
         ),
+        (
+            lambda c: c["train"].update(
+                objective="full_information", full_information={"push_budget": 1.0, "rationale": "best_answers"}
+            ),
+            "train.full_information.push_budget = 1.0: it scales the reasons pushed down",
+        ),
+        (
+            lambda c: (
+                c["train"].update(
+                    objective="full_information", full_information={"push_budget": 1.0, "rationale": "best_answers"}
+                ),
+                c["rollout"].update(each_answer=True),
+                c.update(grounding={"reason_bonus": 0.01}),
+            ),
+            None,
+        ),
         (lambda c: c.update(run="../escape"), 'config key run = "../escape": not a run name'),
         (lambda c: c["market"]["data"].update(tickers=["AAPL", "MSFT; rm -rf /"]), "market.data.tickers"),
     ],

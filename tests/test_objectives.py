@@ -415,6 +415,14 @@ def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_what_g
     # two false reasons beside one paid 0.4 are pushed down at -0.4 each
     pushed = objective_rows.answer_reasons(samples.iloc[[2, 3, 3]].assign(grounding=[0.1, -0.1, -0.1]), [yes, no], 0.25)
     assert pushed.weight.tolist() == pytest.approx([0.4, -0.4, -0.4])
+    # under train.full_information.push_budget they weigh at most that many times the imitated
+    # ones, in all (0.8 against 0.4 at 1: each at -0.2), and where none is imitated none is pushed
+    budget = [[yes, no], 0.25, None, 1.0]
+    pushed = objective_rows.answer_reasons(samples.iloc[[2, 3, 3]].assign(grounding=[0.1, -0.1, -0.1]), *budget)
+    assert pushed.weight.tolist() == pytest.approx([0.4, -0.2, -0.2])
+    pushed = objective_rows.answer_reasons(samples.iloc[[2, 3, 3]].assign(grounding=[0.5, -0.1, -0.1]), *budget)
+    assert pushed.weight.tolist() == pytest.approx([2.0, -0.4, -0.4])  # within the budget: unscaled
+    assert objective_rows.answer_reasons(samples.iloc[[3, 3]].assign(grounding=[-0.1, -0.1]), *budget).empty
     # state b: no reason paid or charged: no target, the answer still priced
     assert rows.best_ids["1/b"] == [] and rows.best_mask["1/b"] == [] and rows.best_weight["1/b"] == []
     assert rows.action_ids["1/b"] == [yes, no] and rows.rewards["1/b"] == [0.0, 1.0]
@@ -430,7 +438,12 @@ def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_what_g
     cfg = {
         "train": {
             "share_prompt": None,
-            "full_information": {"rationale": "best_answers", "decision_epochs": 0, "decision_rounds": None},
+            "full_information": {
+                "rationale": "best_answers",
+                "decision_epochs": 0,
+                "decision_rounds": None,
+                "push_budget": None,
+            },
             "per_device_batch_size": 2,
         },
         "rollout": {"each_answer": True},

@@ -432,12 +432,14 @@ def test_a_noaa_export_runs_every_stage_as_delivered_with_its_units_declared(tmp
 
 
 @pytest.mark.slow
-def test_the_two_claims_design_runs_through_the_dag(tmp_path):
+@pytest.mark.parametrize("push_budget", [None, 1.0], ids=["unscaled", "push_budget"])
+def test_the_two_claims_design_runs_through_the_dag(push_budget, tmp_path):
     """configs/weather_claims.yaml's design with the tiny model, one round, every stage: the
     decision by full_information on both answers' prices, the reason by best_answers on the
     grounding reward (the reason bonus among its terms) among reasons sampled after each
     answer (rollout.each_answer); evaluate answers each test state and its changed copy;
-    benchmarks/evidence reads the run into its claims table."""
+    benchmarks/evidence reads the run into its claims table. With push_budget
+    (signal_claims'), the reasons pushed down weigh at most what those imitated do."""
     import importlib.machinery
     import importlib.util
 
@@ -450,7 +452,7 @@ def test_the_two_claims_design_runs_through_the_dag(tmp_path):
         **cfg["train"],
         "objective": "full_information",
         "per_device_batch_size": 4,
-        "full_information": {"rationale": "best_answers", "decision_epochs": 1},
+        "full_information": {"rationale": "best_answers", "decision_epochs": 1, "push_budget": push_budget},
     }
     cfg["grounding"] = {"unsupported_claim_penalty": 0.1, "reason_bonus": 0.25}
     cfg["rollout"] |= {"each_answer": True, "samples_per_state": 4}
@@ -483,7 +485,8 @@ def test_the_two_claims_design_runs_through_the_dag(tmp_path):
     assert ((bonus[against] + 0.25).abs() < 1e-9).all()
     # the rationale trains every sample whose reason the grounding terms paid or charged,
     # as its log says
-    trained = int(((scores.reward - scores.environment_reward).abs() > 1e-9).sum())
+    paid, charged = (int(((scores.reward - scores.environment_reward) * sign > 1e-9).sum()) for sign in (1, -1))
+    trained = paid + (charged if paid or push_budget is None else 0)  # under a budget, none pushed where none is paid
     assert re.search(rf"the rationale trains {trained} samples? of 8 groups", train_log), train_log
     preds = pd.read_parquet(res / "eval" / "round_1" / "predictions.parquet")
     assert preds.changed_completion.notna().all() and set(preds.follows.dropna()) <= {0.0, 1.0}

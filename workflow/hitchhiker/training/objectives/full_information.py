@@ -18,6 +18,7 @@ READS = [
     ("full_information", "decision_anchor"),
     ("full_information", "decision_epochs"),
     ("full_information", "decision_rounds"),
+    ("full_information", "push_budget"),
 ]
 PRICED = True
 
@@ -50,6 +51,12 @@ def check(cfg: dict, env) -> None:
             "train the reasons alone, and rationale is untrained (they would train nothing); set rationale: "
             "best_answers or decision_rounds: null"
         )
+    rollout = cfg.get("rollout") or {}
+    if fi["push_budget"] is not None and (fi["rationale"] != "best_answers" or not rollout.get("each_answer", True)):
+        raise HitchhikerError(
+            f"config key train.full_information.push_budget = {fi['push_budget']}: it scales the reasons pushed "
+            "down, which only rationale: best_answers with rollout.each_answer trains; leave it null"
+        )
 
 
 def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_config, common: dict):
@@ -73,7 +80,7 @@ def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_confi
     decides = fi["decision_rounds"] is None or r <= fi["decision_rounds"]
     first = fi["decision_epochs"] if decides else 0
     bonus = cfg["grounding"]["reason_bonus"] if cfg["rollout"]["each_answer"] else None  # > 0: config.validate
-    table = rows.action_rows(samples, priced, tokenizer, reason_bonus=bonus)
+    table = rows.action_rows(samples, priced, tokenizer, reason_bonus=bonus, push_budget=fi["push_budget"])
     if reads_written_answers(tr):
         print(f"full_information: the rationale trains {_trained_text(table, tokenizer)}", flush=True)
     model = get_peft_model(model, peft_config) if peft_config is not None else model

@@ -59,7 +59,11 @@ def best_answers(samples: pd.DataFrame) -> pd.DataFrame:
 
 
 def answer_reasons(
-    samples: pd.DataFrame, answer_ids: list[list[int]], reason_bonus: float, eos: int | None = None
+    samples: pd.DataFrame,
+    answer_ids: list[list[int]],
+    reason_bonus: float,
+    eos: int | None = None,
+    push_budget: float | None = None,
 ) -> pd.DataFrame:
     """rollout.each_answer's reason targets, trained after the answer word only (the answer is
     full_information's action term's alone), each sample weighed by what the grounding terms
@@ -76,8 +80,14 @@ def answer_reasons(
     nothing anchoring the reasons pushed down (be077b6, weather_claims seed 0, round 1), half
     the sampled answers became "because because ..." (docs/evidence.md): the trainer now stops
     pushing each token at a floor under the round's starting policy
-    (hitchhiker.training.full_information.PUSHED_DOWN_CLIP). Columns as best_answers', and weight."""
+    (hitchhiker.training.full_information.PUSHED_DOWN_CLIP). With ``push_budget``
+    (train.full_information.push_budget) the reasons pushed down weigh at most that many times
+    those imitated, in all: their weights scaled down to it, none pushed where none is imitated.
+    Columns as best_answers', and weight."""
     weight = samples["grounding"].fillna(0.0) / reason_bonus
+    if push_budget is not None:
+        up, down = weight.clip(lower=0).sum(), -weight.clip(upper=0).sum()
+        weight = weight.where(weight >= 0, weight * min(1.0, push_budget * up / down) if down else 0.0)
     # the reasons pushed down weigh what their claims cost, unscaled: the floor
     # (full_information.PUSHED_DOWN_CLIP) bounds each pushed token, which an earlier budget
     # (pushed-down mass <= imitated mass) stood in for; with the template cap (rationales.paid)
@@ -112,14 +122,18 @@ def answer_reasons(
 
 
 def action_rows(
-    samples: pd.DataFrame, priced: pd.DataFrame, tokenizer, reason_bonus: float | None = None
+    samples: pd.DataFrame,
+    priced: pd.DataFrame,
+    tokenizer,
+    reason_bonus: float | None = None,
+    push_budget: float | None = None,
 ) -> pd.DataFrame:
     """One row per group: its prompt_ids, every priced action's answer text as token ids
     (action_ids, in the order of ``priced``), the actions' rewards, and the group's samples
     the rationale trains (best_ids, best_mask, best_weight: a list of each, empty where none):
     its best sample above its mean as best_answers gives it (weight 1), or with ``reason_bonus``
     (rollout.each_answer's grounding.reason_bonus) each reason by what the grounding terms paid
-    or charged it (answer_reasons). Elsewhere what follows the answer word is left untrained:
+    or charged it (answer_reasons, under ``push_budget``). Elsewhere what follows the answer word is left untrained:
     trained as the answer alone then the end of the turn (until 2026-12-03), the 81% of
     weather days without a paid reason taught the bare answer (greedy answers bare on every
     seed); trained as their best unpaid sample, they taught the commonest unpaid reason ("yes
@@ -130,7 +144,7 @@ def action_rows(
     if reason_bonus is None:
         best = best_answers(samples).assign(weight=1.0)
     else:
-        best = answer_reasons(samples, list(ids.values()), reason_bonus, tokenizer.eos_token_id)
+        best = answer_reasons(samples, list(ids.values()), reason_bonus, tokenizer.eos_token_id, push_budget)
     best_ids = best.groupby("group")["input_ids"].agg(list).to_dict()
     best_mask = best.groupby("group")["completion_mask"].agg(list).to_dict()
     best_weight = best.groupby("group")["weight"].agg(list).to_dict()
