@@ -101,16 +101,18 @@ def test_the_cpu_head_gives_trls_logprobs_statistics_and_gradients(softcap, scal
 
 
 def _trainer(
-    tok, samples, group, share, tmp_path, attn="sdpa", mode="token_truncate", checkpointing=False, device="cpu"
-):
+    tok, samples, group, share, tmp_path, attn="sdpa", mode="token_truncate", checkpointing=False, device="cpu",
+    **overrides,
+):  # fmt: skip
     model = _model(len(tok), attn)
-    args = GRPOConfig(
+    args = dict(
         output_dir=str(tmp_path / f"t{share}"), per_device_train_batch_size=len(samples), num_generations=group,
         num_train_epochs=1, learning_rate=1.0, optim="sgd", temperature=0.7, max_completion_length=T, report_to=[],
         use_cpu=device == "cpu", bf16=False, logging_steps=1, save_strategy="no", seed=0, beta=0.04, loss_type="dapo",
         vllm_importance_sampling_correction=True, vllm_importance_sampling_mode=mode,
         vllm_importance_sampling_clip_max=2.0, disable_tqdm=True, gradient_checkpointing=checkpointing,
     )  # fmt: skip
+    args = GRPOConfig(**args | overrides)
     torch.manual_seed(0)
     return ReplayGRPOTrainer(
         importance_sampling=True, share_prompt=share, model=model, reward_funcs=environment_reward, args=args,
@@ -287,3 +289,48 @@ def test_gradient_checkpointing_recomputes_the_packed_rows_exactly(tok, tmp_path
         weights[ckpt] = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
     for name, w in weights[True].items():
         torch.testing.assert_close(w, weights[False][name], atol=1e-6, rtol=1e-5)
+
+
+def _count_rows(trainer) -> list[int]:
+    """A list that collects the rows of each logprob forward the trainer runs."""
+    seen, inner = [], trainer._get_per_token_logps_and_entropies
+
+    def counted(model, input_ids, *args, **kwargs):
+        seen.append(len(input_ids))
+        return inner(model, input_ids, *args, **kwargs)
+
+    trainer._get_per_token_logps_and_entropies = counted
+    return seen
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        # one micro-batch: the equal group's rows leave it before the forward pass
+        dict(per_device_train_batch_size=12, loss_type="dapo", optim="sgd", num_train_epochs=1),
+        # a group a step, AdamW, two epochs: the equal group's steps take a zero gradient after
+        # steps that gave Adam moments, and move the weights as TRL's pass does
+        dict(per_device_train_batch_size=4, loss_type="grpo", optim="adamw_torch", num_train_epochs=2),
+    ],
+)
+def test_completions_whose_advantage_is_zero_skip_the_pass_and_end_at_the_same_weights(tok, tmp_path, shape):
+    samples = _samples(len(tok), group=4)
+    samples.loc[samples.group == "s1", "reward"] = 0.2  # one group of four equal rewards: advantages exactly 0
+    weights, rows = {}, {}
+    for skip in (True, False):
+        trainer = _trainer(tok, samples, 4, True, tmp_path / str(skip), beta=0.0, learning_rate=0.05, **shape)
+        if not skip:
+            trainer._zero_rows_add_nothing = lambda: False
+        seen = _count_rows(trainer)
+        with _head(True):
+            trainer.train()
+        weights[skip] = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+        rows[skip] = sum(seen)
+    assert rows == {True: 8 * shape["num_train_epochs"], False: 12 * shape["num_train_epochs"]}
+    start = _trainer(tok, samples, 4, True, tmp_path / "start").model
+    moved = 0.0
+    for name, p in start.named_parameters():
+        if p.requires_grad:
+            moved = max(moved, (weights[False][name] - p.detach()).abs().max().item())
+            torch.testing.assert_close(weights[True][name], weights[False][name], atol=1e-6, rtol=1e-5)
+    assert moved > 1e-3

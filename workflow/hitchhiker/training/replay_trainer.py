@@ -19,6 +19,15 @@ subclass changes three things:
   loss forward's own logprobs, detached, and the ratio is computed from them there, with
   TRL's modes and metric names. Off, the step is TRL's own, row by row, with its extra pass.
 
+- **No pass for what cannot move the weights.** With beta 0 and no entropy or auxiliary term,
+  a completion whose advantage is exactly 0 (every completion of a group whose rewards are
+  equal, at B = 2 or 4; at B = 3 or 8 the group mean's rounding leaves about 1e-5, and TRL
+  trains those) adds exactly 0 to the loss and its gradient. Under the loss types whose
+  normaliser spans the generation batch (dapo, cispo) such rows leave the micro-batch before
+  the forward pass; a micro-batch with no other row (any loss type) returns a zero loss whose
+  gradient is exactly 0 for every trainable weight, so the optimizer steps as after TRL's own
+  pass (Adam's moments included). TRL logs those rows' entropy and clip ratios; this does not.
+
 - **Resumable order.** TRL's sampler seeds its generator once, when it is built, and draws a
   new order at every pass; a run resumed from a checkpoint builds a new sampler, whose next
   epoch would repeat the first epoch's order, ending at other weights than an uninterrupted
@@ -102,7 +111,25 @@ class ReplayGRPOTrainer(GRPOTrainer):
         finally:
             self.use_vllm = self.importance_sampling
 
+    # the per-row tensors of a text-only micro-batch; any other key keeps every row
+    ROWS = frozenset(
+        ["prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages", "old_per_token_logps",
+         "importance_sampling_ratio", "sampling_per_token_logps", "ref_per_token_logps", "tool_mask"]
+    )  # fmt: skip
+
+    def _zero_rows_add_nothing(self) -> bool:
+        return self.beta == 0.0 and not self._entropy_bonus_enabled and not self.aux_loss_enabled
+
     def _compute_loss(self, model, inputs):
+        if self._zero_rows_add_nothing() and inputs["advantages"].dim() == 1:
+            moving = inputs["advantages"] != 0
+            if not moving.any() and self.accelerator.num_processes == 1 and not self.is_deepspeed_enabled:
+                # exactly 0 for every trainable weight: Adam's moments and step count move as
+                # after TRL's pass. (Under DDP or DeepSpeed the ranks' passes must match.)
+                return sum(p.sum() for p in model.parameters() if p.requires_grad) * 0.0
+            rows_apart = self.loss_type in ("dapo", "cispo") and self.top_entropy_quantile == 1.0
+            if rows_apart and moving.any() and not moving.all() and set(inputs) <= self.ROWS | {"num_items_in_batch"}:
+                inputs = {k: v[moving] if k in self.ROWS and v is not None else v for k, v in inputs.items()}
         if self._ratio_from_loss_forward():
             self._ratio_for = inputs
         return super()._compute_loss(model, inputs)
