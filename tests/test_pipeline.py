@@ -87,8 +87,11 @@ def test_a_job_beside_the_previous_evaluate_takes_the_runs_cores_once_it_is_done
     monkeypatch.setenv("HITCHHIKER_CORES_AFTER", str(done))
     monkeypatch.setenv("HITCHHIKER_RUN_CORES", "2")
     monkeypatch.delenv("WORLD_SIZE", raising=False)
+    set_threads = torch.set_num_threads
     try:
-        torch.set_num_threads(1)
+        set_threads(1)
+        # as vLLM's CPU worker leaves it once its engine has started in this process
+        monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
         progress = cli.Progress(8, "steps")
         progress.update(3)
         assert torch.get_num_threads() == 1  # still running beside it
@@ -97,11 +100,11 @@ def test_a_job_beside_the_previous_evaluate_takes_the_runs_cores_once_it_is_done
         progress.update(4)
         assert torch.get_num_threads() == min(2, len(os.sched_getaffinity(0)))
         monkeypatch.setenv("HITCHHIKER_RUN_CORES", "1")  # a run given one core keeps one
-        torch.set_num_threads(1)
+        set_threads(1)
         cli.Progress(8, "steps").update(1)
         assert torch.get_num_threads() == 1
     finally:
-        torch.set_num_threads(threads)
+        set_threads(threads)
 
 
 def test_no_stage_log_warns_of_a_gpu_it_could_not_find(pipeline):

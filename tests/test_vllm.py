@@ -87,6 +87,31 @@ def test_greedy_vllm_writes_what_greedy_transformers_writes(pipeline):
     assert [r["completion"] for r in rows] == list(preds.completion)
 
 
+# vllm_generate on the CPU in parts of two prompts (the run's parts are VLLM_CPU_PART), in a
+# process of its own: vLLM's CPU worker replaces torch.set_num_threads in the process it runs in
+IN_PARTS = """
+import json, sys
+from hitchhiker import generation
+generation.VLLM_CPU_PART = 2
+model, ids = sys.argv[1], json.loads(open(sys.argv[2]).read())
+rows = generation.vllm_generate(model, ids, [0.0] * len(ids), 1, 12, 0, 1, False, dtype="float32")
+print(json.dumps([[r["prompt_index"], r["completion"]] for r in rows]))
+"""
+
+
+def test_greedy_vllm_in_parts_writes_what_one_call_writes(pipeline, tmp_path):
+    _, res = pipeline
+    preds = pd.read_parquet(res / "eval" / "round_0" / "predictions.parquet").query("mode == 'greedy'")
+    states = pd.read_parquet(res / "states.parquet").set_index("state_id").loc[preds.state_id]
+    tok = policy.load_tokenizer(res / "policy" / "round_0", MODEL_CFG)
+    ids = [tok(policy.chat(tok, p), add_special_tokens=False).input_ids for p in states.prompt]
+    (tmp_path / "ids.json").write_text(json.dumps(ids))
+    proc = run("python", "-c", IN_PARTS, res / "policy" / "round_0" / "model", tmp_path / "ids.json")
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(ids) > 2 * 2  # three parts or more
+    assert rows == [[i, c] for i, c in enumerate(preds.completion)]
+
+
 SEQUENTIAL = tiny_config(
     run="seqvllm",
     environment="sequential",

@@ -70,7 +70,9 @@ class Progress:
         cores = min(int(os.environ.get("HITCHHIKER_RUN_CORES") or 1), len(os.sched_getaffinity(0)))
         if torch is None or int(os.environ.get("WORLD_SIZE", "1")) > 1 or torch.get_num_threads() >= cores:
             return
-        torch.set_num_threads(cores)
+        # torch's own function: vLLM's CPU worker replaces torch.set_num_threads with a no-op
+        # once it has started, and its engine, in this process, runs on torch's threads
+        torch._C.set_num_threads(cores)
         job, so_far = _job_name(None), f"{done} of {self.total} {self.unit}"
         console(f"{job}: the job beside it is done: {cores} CPU threads after {so_far}")
 
