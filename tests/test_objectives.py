@@ -347,6 +347,30 @@ def test_a_reason_pushed_down_stops_at_its_floor_under_the_rounds_starting_polic
     assert g_above.abs().sum() > 0 and g_below.abs().sum() == 0
 
 
+def test_in_bf16_the_starting_policys_passes_compute_as_the_trainers_step_and_as_without_autocast():
+    """A bf16 model with a round's fresh LoRA adapter: the reference passes (reference_logps,
+    action_reference) under bf16 autocast with LoRA's inputs in bf16 give bit for bit what they
+    give without (PEFT's float32 LoRA path: the adapter adds exactly zero either way) and what
+    the trainer's own forward pass gives at its first step; the model's mode is left as it was."""
+    from peft import LoraConfig, get_peft_model
+
+    from hitchhiker.training.full_information import action_reference, reference_logps
+
+    model = get_peft_model(_llama().to(torch.bfloat16), LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    model.train()
+    plain = reference_logps(model, BEST, True, eager=False, batch_size=2), action_reference(model, BEST, True, False, 2)
+    fast = (
+        reference_logps(model, BEST, True, False, 2, bf16=True),
+        action_reference(model, BEST, True, False, 2, bf16=True),
+    )
+    assert model.training and fast == plain and any(fast[0][0][1])
+    with torch.autocast(
+        "cpu", dtype=torch.bfloat16
+    ):  # the trainer's step (bf16=True) on the pushed-down sample's state
+        step, _ = action_logps(model.eval(), BEST[:1], share_prompt=True, eager=False, best=True, per_token=True)
+    assert step[3, :2].tolist() == fast[0][0][1]  # its actions' rows, the first sample's, its own
+
+
 def test_with_each_answer_each_reason_is_trained_after_its_answer_word_by_what_grounding_paid_it(
     tok, base_run, tmp_path
 ):
