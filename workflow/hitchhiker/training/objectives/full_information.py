@@ -116,12 +116,22 @@ def build(cfg: dict, samples: pd.DataFrame, priced, model, tokenizer, peft_confi
     if reads_written_answers(tr) and any(w < 0 for ws in table["best_weight"] for w in ws):
         # the reasons pushed down stop at a floor under it
         table["best_ref"] = reference_logps(
-            model, table.to_dict("records"), share, attn == "eager", tr["per_device_batch_size"], common["bf16"]
+            model,
+            table.to_dict("records"),
+            share,
+            attn == "eager",
+            tr["per_device_batch_size"],
+            common.get("bf16", False),
         )
     anchor = fi["decision_anchor"] if r > 1 or first else 0.0
     if anchor:
         table["action_ref"] = action_reference(
-            model, table.to_dict("records"), share, attn == "eager", tr["per_device_batch_size"], common["bf16"]
+            model,
+            table.to_dict("records"),
+            share,
+            attn == "eager",
+            tr["per_device_batch_size"],
+            common.get("bf16", False),
         )
     trainer = FullInformationTrainer(
         model=model,
