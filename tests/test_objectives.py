@@ -81,18 +81,44 @@ def _alone(model, prompt, action):
     return sum(logp[len(prompt) - 1 + j, a] for j, a in enumerate(action))
 
 
+def _opened(batch: list[dict], opening: list[int]) -> list[dict]:
+    """``batch`` with every prompt (and each trained sample's prompt) opening with ``opening``."""
+    return [
+        {
+            **x,
+            "prompt_ids": opening + x["prompt_ids"],
+            **(
+                {
+                    "best_ids": [opening + b for b in x["best_ids"]],
+                    "best_mask": [[0] * len(opening) + m for m in x["best_mask"]],
+                }
+                if "best_ids" in x
+                else {}
+            ),
+        }
+        for x in batch
+    ]
+
+
+# the second: every prompt opens with the same 3 tokens (as a chat template's system turn), which
+# the shared step computes once for the batch
+@pytest.mark.parametrize("opening", [[], [7, 3, 1]])
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
-def test_action_logprobs_and_gradients_are_the_same_with_the_prompt_shared(attn):
+def test_action_logprobs_and_gradients_are_the_same_with_the_prompt_shared(attn, opening):
+    from hitchhiker.training.full_information import _opening
+
     model = _llama()
     model.config._attn_implementation = attn
-    expected = torch.stack([_alone(model, x["prompt_ids"], a) for x in BATCH for a in x["action_ids"]])
+    batch = _opened(BATCH, opening)
+    assert _opening(model, batch)[0] == len(opening)
+    expected = torch.stack([_alone(model, x["prompt_ids"], a) for x in batch for a in x["action_ids"]])
     grads = {}
     for share in (True, False):
         model.zero_grad()
-        logps, owner = action_logps(model, BATCH, share_prompt=share, eager=attn == "eager")
+        logps, owner = action_logps(model, batch, share_prompt=share, eager=attn == "eager")
         assert owner == [0, 0, 1, 1, 1, 2, 2]
         torch.testing.assert_close(logps, expected, atol=1e-5, rtol=1e-5)
-        loss_and_stats(logps, owner, [x["rewards"] for x in BATCH])[0].backward()
+        loss_and_stats(logps, owner, [x["rewards"] for x in batch])[0].backward()
         grads[share] = torch.cat([p.grad.flatten() for p in model.parameters()])
     torch.testing.assert_close(grads[True], grads[False], atol=1e-5, rtol=1e-4)
 
@@ -277,25 +303,30 @@ BEST = [  # BATCH with trained samples: the first's two (one's middle token an e
 TRAINED = [(x["best_ids"][i], x["best_mask"][i], x["best_weight"][i]) for x in BEST for i in range(len(x["best_ids"]))]
 
 
+@pytest.mark.parametrize("opening", [[], [7, 3, 1]])
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
-def test_the_rationale_adds_each_best_samples_likelihood_on_the_models_tokens(attn, tmp_path):
+def test_the_rationale_adds_each_best_samples_likelihood_on_the_models_tokens(attn, opening, tmp_path):
     from transformers import TrainingArguments
 
     from hitchhiker.training.full_information import FullInformationTrainer
 
     model = _llama()
     model.config._attn_implementation = attn
+    best = _opened(BEST, opening)
+    trained = [
+        (x["best_ids"][i], x["best_mask"][i], x["best_weight"][i]) for x in best for i in range(len(x["best_ids"]))
+    ]
 
     def alone(ids, mask):  # the trained tokens' log-likelihood, from one unpadded forward pass of the row
         logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits.float(), -1)[0]
         return sum(logp[i - 1, t] for i, (t, m) in enumerate(zip(ids, mask, strict=True)) if m)
 
-    actions = [_alone(model, x["prompt_ids"], a) for x in BEST for a in x["action_ids"]]
-    expected = torch.stack([*actions, *(alone(ids, mask) for ids, mask, _ in TRAINED)])
+    actions = [_alone(model, x["prompt_ids"], a) for x in best for a in x["action_ids"]]
+    expected = torch.stack([*actions, *(alone(ids, mask) for ids, mask, _ in trained)])
     grads = {}
     for share in (True, False):
         model.zero_grad()
-        logps, owner = action_logps(model, BEST, share_prompt=share, eager=attn == "eager", best=True)
+        logps, owner = action_logps(model, best, share_prompt=share, eager=attn == "eager", best=True)
         assert owner == [0, 0, 1, 1, 1, 2, 2, 0, 0, 2]  # the actions, then the trained samples
         torch.testing.assert_close(logps, expected, atol=1e-5, rtol=1e-5)
         (logps * torch.linspace(0.5, 1.5, len(logps))).sum().backward()
@@ -306,16 +337,16 @@ def test_the_rationale_adds_each_best_samples_likelihood_on_the_models_tokens(at
     args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[])
     loss = {
         rationale: FullInformationTrainer(model=model, args=args, share_prompt=True, rationale=rationale).compute_loss(
-            model, {"rows": BEST}
+            model, {"rows": best}
         )
         for rationale in ("untrained", "best_answers")
     }
-    sft = -sum(w * alone(ids, mask) for ids, mask, w in TRAINED) / 5
+    sft = -sum(w * alone(ids, mask) for ids, mask, w in trained) / 5
     torch.testing.assert_close(loss["best_answers"] - loss["untrained"], sft, atol=1e-5, rtol=1e-5)
     # past train.full_information.decision_rounds the answer word's term is left out: the reasons' alone
     reasons = FullInformationTrainer(model=model, args=args, share_prompt=True, rationale="best_answers",
                                      decision=False)  # fmt: skip
-    torch.testing.assert_close(reasons.compute_loss(model, {"rows": BEST}), sft, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(reasons.compute_loss(model, {"rows": best}), sft, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("share", [True, False])

@@ -39,8 +39,11 @@ accelerate and DeepSpeed are the Trainer's.
 
 With share_prompt (train.share_prompt, on by default) each state's prompt is computed once
 and its K actions (and, with the rationale trained, its best samples) attend to it
-(hitchhiker.training.shared_prompt's packing); off, each (state, action) and each best sample is its
-own row. Either way the LM head runs at the completions' positions only.
+(hitchhiker.training.shared_prompt's packing), and the tokens every prompt of the batch opens
+with (the chat template's system turn, the instruction's first line: 41 of smollm2_signal's
+~108) are computed once for the whole batch, their keys and values read by every packed row;
+off, each (state, action) and each best sample is its own row. Either way the LM head runs at
+the completions' positions only.
 """
 
 from __future__ import annotations
@@ -60,21 +63,22 @@ from hitchhiker.training import shared_prompt
 PUSHED_DOWN_CLIP = 0.35
 
 
-def _rows(batch: list[dict], device, best: bool) -> tuple[torch.Tensor, ...]:
-    """Every (state, action) as a row: prompt left-padded, action right-padded (TRL's layout);
+def _rows(batch: list[dict], device, best: bool, skip: int = 0) -> tuple[torch.Tensor, ...]:
+    """Every (state, action) as a row: prompt (less its first ``skip`` tokens) left-padded,
+    action right-padded (TRL's layout);
     with ``best``, then each of the state's samples the rationale trains (objectives.rows.action_rows'
     best_ids), its completion labelled on the tokens its best_mask marks. Returns input_ids,
     attention_mask, the labels (IGNORE past each completion's end and off the model's
     tokens), each label's floor (:data:`PUSHED_DOWN_CLIP` below its reference logprob where
     the row has ``best_ref``, else -inf) and each row's state."""
-    rows = [(x["prompt_ids"], a, a, None, s) for s, x in enumerate(batch) for a in x["action_ids"]]
+    rows = [(x["prompt_ids"][skip:], a, a, None, s) for s, x in enumerate(batch) for a in x["action_ids"]]
     for s, x in enumerate(batch if best else []):
         p = len(x["prompt_ids"])
         refs = x.get("best_ref") or [None] * len(x["best_ids"])
         for full, mask, ref in zip(x["best_ids"], x["best_mask"], refs, strict=True):  # the prompt, a completion
             c, trained = full[p:], mask[p:]
             lab = [i if m else shared_prompt.IGNORE for i, m in zip(c, trained, strict=True)]
-            rows.append((x["prompt_ids"], c, lab, ref or None, s))
+            rows.append((x["prompt_ids"][skip:], c, lab, ref or None, s))
     p_w, t = max(len(p) for p, *_ in rows), max(len(c) for _, c, *_ in rows)
     ids = torch.zeros((len(rows), p_w + t), dtype=torch.long)
     mask = torch.zeros_like(ids)
@@ -88,15 +92,34 @@ def _rows(batch: list[dict], device, best: bool) -> tuple[torch.Tensor, ...]:
     return ids.to(device), mask.to(device), labels.to(device), floor.to(device), [s for *_, s in rows]
 
 
-def _forward(model, ids, mask, position_ids, columns: torch.Tensor, eager: bool) -> torch.Tensor:
+def _forward(model, ids, mask, position_ids, columns: torch.Tensor, eager: bool, cache=None) -> torch.Tensor:
     if eager and mask.dim() == 4:
         mask = shared_prompt.additive(mask, next(model.parameters()).dtype)
     # the LM head at these columns only: as a tensor, transformers gathers them into a
     # contiguous (rows x columns x hidden) block; as a count it slices the last columns, and
     # torch multiplies a sliced (not contiguous) block by the head through a batched copy of
     # its whole weight, per row, forward and backward (80% of the rationale's step)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids, logits_to_keep=columns)
+    out = model(
+        input_ids=ids, attention_mask=mask, position_ids=position_ids, logits_to_keep=columns, past_key_values=cache
+    )
     return torch.log_softmax(out.logits.float(), dim=-1)
+
+
+def _opening(model, batch: list[dict]) -> tuple[int, list | None]:
+    """The tokens every prompt of ``batch`` opens with (each keeps at least its last), computed
+    once, with gradients: their number and each layer's (keys, values), one row; 0 and None
+    where nothing is shared (one state, no common opening, or a model that keeps no cache:
+    under gradient checkpointing transformers turns it off)."""
+    m = min(len(x["prompt_ids"]) for x in batch) - 1
+    heads = torch.tensor([list(x["prompt_ids"][:m]) for x in batch], dtype=torch.long)
+    k = int((heads == heads[:1]).all(0).cumprod(0).sum())  # the columns every row has as the first's
+    if k == 0 or len(batch) < 2:
+        return 0, None
+    device = next(model.parameters()).device
+    out = model(input_ids=heads[:1, :k].to(device), use_cache=True, logits_to_keep=1)
+    if out.past_key_values is None:
+        return 0, None
+    return k, [(layer.keys, layer.values) for layer in out.past_key_values.layers]
 
 
 def action_logps(
@@ -109,7 +132,9 @@ def action_logps(
     :data:`PUSHED_DOWN_CLIP` less likely than under the round's starting policy) counts
     without a gradient. With ``per_token``, each row's logprob at each completion position
     (0 off its labels) rather than their sum."""
-    ids, mask, labels, floor, owner = _rows(batch, next(model.parameters()).device, best)
+    device = next(model.parameters()).device
+    k, opened = _opening(model, batch) if share_prompt else (0, None)
+    ids, mask, labels, floor, owner = _rows(batch, device, best, k)
     t = labels.shape[1]
     if not share_prompt:
         # position p_w - 1 + j predicts the completion's token j
@@ -141,7 +166,19 @@ def action_logps(
     columns = torch.unique(pos[scored])  # the positions that predict a label, in any row
     at = torch.zeros(width, dtype=torch.long, device=ids.device)
     at[columns] = torch.arange(len(columns), device=ids.device)
-    logp = _forward(model, inputs[0], inputs[2], inputs[1], columns, eager)
+    cache = None
+    if opened is not None:
+        from transformers import DynamicCache
+
+        # every packed row reads the opening's keys and values (a view each, not a copy), and
+        # its tokens take their places after it: k + the place in the prompt unpadded (the
+        # packing's positions count the left padding)
+        cache = DynamicCache(ddp_cache_data=[(a.expand(g, -1, -1, -1), b.expand(g, -1, -1, -1)) for a, b in opened])
+        pad = (ids.shape[1] - t) - mask[:, : ids.shape[1] - t].sum(1)  # each row's
+        pad = torch.zeros(g, dtype=torch.long, device=ids.device).scatter(0, row_of[:, 0], pad)
+        inputs[1] = (inputs[1] - pad[:, None] + k).clamp(min=0)
+        inputs[2] = torch.cat([inputs[2].new_ones((g, 1, width, k)), inputs[2]], -1)
+    logp = _forward(model, inputs[0], inputs[2], inputs[1], columns, eager, cache)
     taken = logp[row_of, at[pos], labels.clamp(min=0)]
     return _total(taken, scored, floor, per_token), owner
 
