@@ -123,6 +123,21 @@ def test_action_logprobs_and_gradients_are_the_same_with_the_prompt_shared(attn,
     torch.testing.assert_close(grads[True], grads[False], atol=1e-5, rtol=1e-4)
 
 
+def test_under_gradient_checkpointing_each_state_computes_the_opening_itself():
+    """transformers' layers keep no cache under gradient checkpointing (train.gradient_checkpointing):
+    the shared step computes the common opening in each state's packed row, as without one."""
+    from hitchhiker.training.full_information import _opening
+
+    model = _llama()
+    batch = _opened(BATCH, [7, 3, 1])
+    expected = torch.stack([_alone(model, x["prompt_ids"], a) for x in batch for a in x["action_ids"]])
+    model.gradient_checkpointing_enable()
+    model.train()
+    assert _opening(model, batch) == (0, None)
+    logps, _ = action_logps(model, batch, share_prompt=True, eager=False)
+    torch.testing.assert_close(logps, expected, atol=1e-5, rtol=1e-5)
+
+
 def test_the_loss_is_the_gap_weighted_cross_entropy_to_the_best_action():
     logps = torch.log(torch.tensor([0.2, 0.3, 0.1, 0.1, 0.3]))
     owner = [0, 0, 1, 1, 1]

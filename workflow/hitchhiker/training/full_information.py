@@ -109,17 +109,17 @@ def _opening(model, batch: list[dict]) -> tuple[int, list | None]:
     """The tokens every prompt of ``batch`` opens with (each keeps at least its last), computed
     once, with gradients: their number and each layer's (keys, values), one row; 0 and None
     where nothing is shared (one state, no common opening, or a model that keeps no cache:
-    under gradient checkpointing transformers turns it off)."""
+    under gradient checkpointing transformers' layers drop it, in this pass and the rows')."""
     m = min(len(x["prompt_ids"]) for x in batch) - 1
     heads = torch.tensor([list(x["prompt_ids"][:m]) for x in batch], dtype=torch.long)
     k = int((heads == heads[:1]).all(0).cumprod(0).sum())  # the columns every row has as the first's
     if k == 0 or len(batch) < 2:
         return 0, None
     device = next(model.parameters()).device
-    out = model(input_ids=heads[:1, :k].to(device), use_cache=True, logits_to_keep=1)
-    if out.past_key_values is None:
+    cache = model(input_ids=heads[:1, :k].to(device), use_cache=True, logits_to_keep=1).past_key_values
+    if cache is None or cache.get_seq_length() != k:  # gradient checkpointing: each layer drops the cache
         return 0, None
-    return k, [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+    return k, [(layer.keys, layer.values) for layer in cache.layers]
 
 
 def action_logps(
