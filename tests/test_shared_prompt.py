@@ -39,13 +39,14 @@ def _model(vocab: int, attn: str = "sdpa") -> LlamaForCausalLM:
     return LlamaForCausalLM(cfg)
 
 
-def _samples(vocab: int, lengths=(5, 9, 3), group=3, multi_turn=False) -> pd.DataFrame:
+def _samples(vocab: int, lengths=(5, 9, 3), group=3, multi_turn=False, opening=()) -> pd.DataFrame:
     """Groups of different prompt lengths, completions of different lengths; in a multi-turn
-    one, a stretch of environment tokens (model_mask 0) in the middle of some completions."""
+    one, a stretch of environment tokens (model_mask 0) in the middle of some completions.
+    Every prompt opens with ``opening`` (a chat model's system turn)."""
     g = torch.Generator().manual_seed(1)
     rows = []
     for s, p in enumerate(lengths):
-        prompt = torch.randint(1, vocab, (p,), generator=g).tolist()
+        prompt = [*opening, *torch.randint(1, vocab, (p,), generator=g).tolist()]
         for k in range(group):
             n = 2 + (s + k) % (T - 1)
             mask = [1] * n
@@ -149,17 +150,38 @@ def _logps_and_grads(trainer, ids, mask, batch_size=None):
     return logps.detach().cpu(), ent.detach().cpu(), grads
 
 
+@contextlib.contextmanager
+def _openings():
+    """The lengths of the openings shared_prompt.opening computed once, in a list."""
+    seen, inner = [], shared_prompt.opening
+
+    def counted(*args):
+        k, opened = inner(*args)
+        seen.append(k if opened is not None else 0)
+        return k, opened
+
+    shared_prompt.opening = counted
+    try:
+        yield seen
+    finally:
+        shared_prompt.opening = inner
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
-@pytest.mark.parametrize("multi_turn", [False, True])
-def test_logprobs_and_lora_gradients_equal_the_unshared_ones(tok, tmp_path, attn, multi_turn, device):
-    samples = _samples(len(tok), multi_turn=multi_turn)
+@pytest.mark.parametrize("multi_turn, opening", [(False, ()), (True, ()), (False, (7, 3, 1)), (True, (7, 3, 1))])
+def test_logprobs_and_lora_gradients_equal_the_unshared_ones(tok, tmp_path, attn, multi_turn, opening, device):
+    # with an opening every prompt shares, it is computed once for the batch (and asserted so,
+    # lest this pass by computing it in each packed row)
+    samples = _samples(len(tok), multi_turn=multi_turn, opening=opening)
     order = torch.randperm(len(samples), generator=torch.Generator().manual_seed(3)).tolist()  # TRL shuffles
     ids, mask = _batch(samples, tok.pad_token_id, order)
-    got = {
-        share: _logps_and_grads(_trainer(tok, samples, 3, share, tmp_path, attn, device=device), ids, mask)
-        for share in (1, 0)
-    }
+    with _openings() as opened:
+        got = {
+            share: _logps_and_grads(_trainer(tok, samples, 3, share, tmp_path, attn, device=device), ids, mask)
+            for share in (1, 0)
+        }
+    assert opened == [len(opening)]
     m = mask[:, -T:].bool()
     (lp1, en1, g1), (lp0, en0, g0) = got[1], got[0]
     assert torch.allclose(lp1[m], lp0[m], atol=1e-5, rtol=0), (lp1[m] - lp0[m]).abs().max()
@@ -170,13 +192,19 @@ def test_logprobs_and_lora_gradients_equal_the_unshared_ones(tok, tmp_path, attn
         assert rel < 1e-4, (name, rel)
 
 
-def test_groups_of_one_and_chunks_smaller_than_the_batch(tok, tmp_path):
-    # B = 1 shares nothing and must still be exact; a batch_size chunks whole groups
-    samples = _samples(len(tok), lengths=(4, 6, 2), group=1)
-    samples = pd.concat([samples, _samples(len(tok), lengths=(8,), group=3).assign(group="x", state_id="x")])
+@pytest.mark.parametrize("opening", [(), (7, 3)])
+def test_groups_of_one_and_chunks_smaller_than_the_batch(tok, tmp_path, opening):
+    # B = 1 shares nothing but the opening and must still be exact; a batch_size chunks whole
+    # groups, each chunk reading the one opening
+    samples = _samples(len(tok), lengths=(4, 6, 2), group=1, opening=opening)
+    samples = pd.concat(
+        [samples, _samples(len(tok), lengths=(8,), group=3, opening=opening).assign(group="x", state_id="x")]
+    )
     ids, mask = _batch(samples, tok.pad_token_id)
     trainer = _trainer(tok, samples, 3, True, tmp_path)  # TRL's minimum group; the batch below has groups of 1
-    shared, _, _ = _logps_and_grads(trainer, ids, mask, batch_size=2)
+    with _openings() as opened:
+        shared, _, _ = _logps_and_grads(trainer, ids, mask, batch_size=2)
+    assert opened == [len(opening)]
     trainer.model.zero_grad()
     plain = super(type(trainer), trainer)._get_per_token_logps_and_entropies(trainer.model, ids, mask, T)[0]
     m = mask[:, -T:].bool()
@@ -245,7 +273,7 @@ def _count_no_grad_passes(trainer) -> list[int]:
 @pytest.mark.parametrize("mode", ["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"])
 def test_one_training_step_ends_at_the_same_weights(tok, tmp_path, mode, device):
     # shared: the importance ratio from the loss's own forward; unshared: TRL's separate pass
-    samples = _samples(len(tok), multi_turn=True)
+    samples = _samples(len(tok), multi_turn=True, opening=(7, 3, 1))
     weights, logs, passes = {}, {}, {}
     for share in (True, False):
         trainer = _trainer(tok, samples, 3, share, tmp_path, mode=mode, device=device)
@@ -278,15 +306,19 @@ def test_one_training_step_ends_at_the_same_weights(tok, tmp_path, mode, device)
 
 def test_gradient_checkpointing_recomputes_the_packed_rows_exactly(tok, tmp_path):
     # train.gradient_checkpointing: the checkpointed layers recompute the packed rows under
-    # their 4D mask in the backward pass, and the step ends where the stored activations' does
-    samples = _samples(len(tok), multi_turn=True)
-    weights = {}
+    # their 4D mask in the backward pass, and the step ends where the stored activations' does.
+    # Their layers drop a cache in training, so there the packed rows compute the common
+    # opening themselves.
+    samples = _samples(len(tok), multi_turn=True, opening=(7, 3, 1))
+    weights, opened = {}, {}
     for ckpt in (False, True):
         trainer = _trainer(tok, samples, 3, True, tmp_path / str(ckpt), checkpointing=ckpt)
-        with _head(True):
+        with _head(True), _openings() as opened[ckpt]:
             trainer.train()
         assert trainer.model.base_model.model.is_gradient_checkpointing == ckpt
         weights[ckpt] = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    # (a pass in eval mode, TRL's reference one, keeps its cache and reads the opening there too)
+    assert set(opened[False]) == {3} and 0 in opened[True]
     for name, w in weights[True].items():
         torch.testing.assert_close(w, weights[False][name], atol=1e-6, rtol=1e-5)
 

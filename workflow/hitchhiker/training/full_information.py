@@ -106,20 +106,9 @@ def _forward(model, ids, mask, position_ids, columns: torch.Tensor, eager: bool,
 
 
 def _opening(model, batch: list[dict]) -> tuple[int, list | None]:
-    """The tokens every prompt of ``batch`` opens with (each keeps at least its last), computed
-    once, with gradients: their number and each layer's (keys, values), one row; 0 and None
-    where nothing is shared (one state, no common opening, or a model that keeps no cache:
-    under gradient checkpointing transformers' layers drop it, in this pass and the rows')."""
+    """The tokens every prompt of ``batch`` opens with, computed once (shared_prompt.opening)."""
     m = min(len(x["prompt_ids"]) for x in batch) - 1
-    heads = torch.tensor([list(x["prompt_ids"][:m]) for x in batch], dtype=torch.long)
-    k = int((heads == heads[:1]).all(0).cumprod(0).sum())  # the columns every row has as the first's
-    if k == 0 or len(batch) < 2:
-        return 0, None
-    device = next(model.parameters()).device
-    cache = model(input_ids=heads[:1, :k].to(device), use_cache=True, logits_to_keep=1).past_key_values
-    if cache is None or cache.get_seq_length() != k:  # gradient checkpointing: each layer drops the cache
-        return 0, None
-    return k, [(layer.keys, layer.values) for layer in cache.layers]
+    return shared_prompt.opening(model, torch.tensor([list(x["prompt_ids"][:m]) for x in batch], dtype=torch.long))
 
 
 def action_logps(
@@ -168,16 +157,9 @@ def action_logps(
     at[columns] = torch.arange(len(columns), device=ids.device)
     cache = None
     if opened is not None:
-        from transformers import DynamicCache
-
-        # every packed row reads the opening's keys and values (a view each, not a copy), and
-        # its tokens take their places after it: k + the place in the prompt unpadded (the
-        # packing's positions count the left padding)
-        cache = DynamicCache(ddp_cache_data=[(a.expand(g, -1, -1, -1), b.expand(g, -1, -1, -1)) for a, b in opened])
         pad = (ids.shape[1] - t) - mask[:, : ids.shape[1] - t].sum(1)  # each row's
         pad = torch.zeros(g, dtype=torch.long, device=ids.device).scatter(0, row_of[:, 0], pad)
-        inputs[1] = (inputs[1] - pad[:, None] + k).clamp(min=0)
-        inputs[2] = torch.cat([inputs[2].new_ones((g, 1, width, k)), inputs[2]], -1)
+        cache, inputs[2], inputs[1] = shared_prompt.after_opening(opened, k, inputs[2], inputs[1], pad)
     logp = _forward(model, inputs[0], inputs[2], inputs[1], columns, eager, cache)
     taken = logp[row_of, at[pos], labels.clamp(min=0)]
     return _total(taken, scored, floor, per_token), owner
