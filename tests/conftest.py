@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import subprocess
 import sys
@@ -65,6 +66,26 @@ def devices() -> list[str]:
     import torch  # here, not at the top: most tests never need it
 
     return ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+
+
+@contextlib.contextmanager
+def openings():
+    """The lengths of the common openings hitchhiker.training.shared_prompt.opening computed
+    once in the block (0 where it computed none), in a list."""
+    from hitchhiker.training import shared_prompt
+
+    seen, inner = [], shared_prompt.opening
+
+    def counted(*args):
+        k, opened = inner(*args)
+        seen.append(k if opened is not None else 0)
+        return k, opened
+
+    shared_prompt.opening = counted
+    try:
+        yield seen
+    finally:
+        shared_prompt.opening = inner
 
 
 def tiny_config(**overrides) -> dict:

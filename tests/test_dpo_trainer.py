@@ -17,20 +17,21 @@ from peft import LoraConfig
 from test_shared_prompt import _head, _model
 from trl import DPOConfig
 
-from conftest import devices
+from conftest import devices, openings
 from hitchhiker.training import shared_prompt
 from hitchhiker.training.dpo_trainer import SharedPrompt, TokenizedDPOTrainer
 
 
-def _pairs(vocab: int) -> list[dict]:
+def _pairs(vocab: int, opening=()) -> list[dict]:
     """Prompts of different lengths; answers of different lengths, one of a single token; the
-    first two pairs share a prompt (one state drawn in two replayed rounds)."""
+    first two pairs share a prompt (one state drawn in two replayed rounds). Every prompt
+    opens with ``opening`` (a chat model's system turn)."""
     g = torch.Generator().manual_seed(2)
 
     def ids(n):
         return torch.randint(1, vocab, (n,), generator=g).tolist()
 
-    prompts = [ids(6), ids(11), ids(4)]
+    prompts = [[*opening, *ids(n)] for n in (6, 11, 4)]
     shapes = [(0, 5, 3), (0, 2, 6), (1, 7, 1), (2, 4, 4)]  # (prompt, chosen length, rejected length)
     return [dict(prompt_ids=prompts[p], chosen_ids=ids(c), rejected_ids=ids(r)) for p, c, r in shapes]
 
@@ -54,9 +55,12 @@ def _trainer(tok, pairs, share, tmp_path, attn="sdpa", device="cpu", weighting=F
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("attn, weighting", [("sdpa", False), ("eager", True)])
-def test_the_fused_heads_outputs_and_gradients_equal_the_unshared_ones(tok, tmp_path, attn, weighting):
-    pairs = _pairs(len(tok))
+@pytest.mark.parametrize(
+    "attn, weighting, opening", [("sdpa", False, ()), ("eager", True, ()), ("sdpa", False, (7, 3))]
+)
+def test_the_fused_heads_outputs_and_gradients_equal_the_unshared_ones(tok, tmp_path, attn, weighting, opening):
+    # with an opening every prompt shares, it is computed once for the batch (asserted below)
+    pairs = _pairs(len(tok), opening)
     trainer = _trainer(tok, pairs, True, tmp_path, attn, weighting=weighting)
     batch = trainer.data_collator(pairs)
     labels = batch["input_ids"].masked_fill(batch["completion_mask"] == 0, shared_prompt.IGNORE)
@@ -64,8 +68,9 @@ def test_the_fused_heads_outputs_and_gradients_equal_the_unshared_ones(tok, tmp_
     model, got = trainer.model, {}
     for share in (True, False):
         model.zero_grad()
-        with _head(share):
+        with _head(share), openings() as opened:
             out = (SharedPrompt(model, attn == "eager") if share else model)(**kwargs, fused_lm_head=True)
+        assert opened == ([len(opening)] if share else [])
         (out.log_probs.sum() + 0.3 * out.entropy.sum()).backward()
         grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
         got[share] = (out, grads)

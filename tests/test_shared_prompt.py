@@ -20,7 +20,7 @@ from peft import LoraConfig
 from transformers import LlamaConfig, LlamaForCausalLM
 from trl import GRPOConfig
 
-from conftest import devices
+from conftest import devices, openings
 from hitchhiker.training import lm_head, shared_prompt
 from hitchhiker.training.objectives.grpo import environment_reward, replay_rollout_func
 from hitchhiker.training.replay_trainer import ReplayGRPOTrainer
@@ -150,23 +150,6 @@ def _logps_and_grads(trainer, ids, mask, batch_size=None):
     return logps.detach().cpu(), ent.detach().cpu(), grads
 
 
-@contextlib.contextmanager
-def _openings():
-    """The lengths of the openings shared_prompt.opening computed once, in a list."""
-    seen, inner = [], shared_prompt.opening
-
-    def counted(*args):
-        k, opened = inner(*args)
-        seen.append(k if opened is not None else 0)
-        return k, opened
-
-    shared_prompt.opening = counted
-    try:
-        yield seen
-    finally:
-        shared_prompt.opening = inner
-
-
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 @pytest.mark.parametrize("multi_turn, opening", [(False, ()), (True, ()), (False, (7, 3, 1)), (True, (7, 3, 1))])
@@ -176,7 +159,7 @@ def test_logprobs_and_lora_gradients_equal_the_unshared_ones(tok, tmp_path, attn
     samples = _samples(len(tok), multi_turn=multi_turn, opening=opening)
     order = torch.randperm(len(samples), generator=torch.Generator().manual_seed(3)).tolist()  # TRL shuffles
     ids, mask = _batch(samples, tok.pad_token_id, order)
-    with _openings() as opened:
+    with openings() as opened:
         got = {
             share: _logps_and_grads(_trainer(tok, samples, 3, share, tmp_path, attn, device=device), ids, mask)
             for share in (1, 0)
@@ -202,7 +185,7 @@ def test_groups_of_one_and_chunks_smaller_than_the_batch(tok, tmp_path, opening)
     )
     ids, mask = _batch(samples, tok.pad_token_id)
     trainer = _trainer(tok, samples, 3, True, tmp_path)  # TRL's minimum group; the batch below has groups of 1
-    with _openings() as opened:
+    with openings() as opened:
         shared, _, _ = _logps_and_grads(trainer, ids, mask, batch_size=2)
     assert opened == [len(opening)]
     trainer.model.zero_grad()
@@ -313,7 +296,7 @@ def test_gradient_checkpointing_recomputes_the_packed_rows_exactly(tok, tmp_path
     weights, opened = {}, {}
     for ckpt in (False, True):
         trainer = _trainer(tok, samples, 3, True, tmp_path / str(ckpt), checkpointing=ckpt)
-        with _head(True), _openings() as opened[ckpt]:
+        with _head(True), openings() as opened[ckpt]:
             trainer.train()
         assert trainer.model.base_model.model.is_gradient_checkpointing == ckpt
         weights[ckpt] = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}

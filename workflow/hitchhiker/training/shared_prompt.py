@@ -20,6 +20,10 @@ B completions' gradients, as autograd sums it through the shared activations. Th
 idea as verl's prefix grouper (arXiv 2506.05433) and Unsloth's shared-prefix GRPO step,
 written for our trainer: TRL 1.16 has no such option.
 
+What every prompt of a batch opens with (a chat model's system turn, the environment's
+instruction) is computed once for the batch (:func:`opening`): one row whose keys and values
+every packed row reads from a cache, the prompts' own tokens placed after it.
+
 Rows are grouped by identical prompt tokens (so TRL's shuffling inside a batch does not
 matter); a group of one row is still exact, it just shares nothing. Multi-turn episodes
 share the first prompt only: the environment's turns are part of each completion, attended
