@@ -351,8 +351,8 @@ VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 # prompts a vLLM CPU engine generates at a time: each part's samples (n of each) keep its
 # batches full until the part's last few finish, and between parts the engine can take the
 # run's cores (a rollout of 1,024 prompts in 8 parts). At 256 a part of 4 samples a prompt
-# ran about 55 s on one core: smollm2_signal_grpo's round-2 rollout ran its last part so
-# beside the other core idle, the evaluation beside it done 6 s after the part began
+# ran about 53 s on one core: smollm2_signal_grpo's round-2 rollout ran its last part so
+# beside the other core idle, the evaluation beside it done 4 s after the part began
 VLLM_CPU_PART = 128
 # KV block size of a vLLM CPU engine, in tokens (vLLM's CPU default is 128, and its CPU attention
 # takes multiples of 32). Prefix caching shares whole blocks only: a SmolLM2 prompt of ~108
